@@ -1,0 +1,240 @@
+"""WorkingMemory: the four methods of spec 000 over the two strategies of spec 001.
+
+    config = WorkingMemoryConfig(strategy=Strategy.SLIDING_WINDOW)
+    memory = WorkingMemory(store=store, config=config)
+    loaded = await memory.load(tenant_id="t1", thread_id="th1", model=ModelInfo(id="gpt-4o",
+                               context_window=128_000), profile=Profile(id="default"),
+                               budget_tokens=4_000)
+    loaded.messages, loaded.notes
+
+It sits between the ThreadStore (turns and state) and the ContextAssembler (the request).
+`load` never calls a model and never changes what the thread or its memory hold; its only
+write is the token-count cache, once per turn and tokenizer.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Protocol, runtime_checkable
+
+from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
+from .errors import ConflictError, ValidationError
+from .stores.base import StateWrite, ThreadStore
+from .strategies import render_notes, select_window, tail_start
+from .tokens import Tokenizer, tokenizer_for
+from .types import CountedTurn, ModelInfo, Strategy, WorkingMemoryLoad, WorkingMemoryState
+
+__all__ = ["WorkingMemory", "WorkingMemoryProtocol"]
+
+logger = logging.getLogger("workingmem.memory")
+
+_FIRST_READ = 64
+_MAX_READ = 4_096
+_RESET_ATTEMPTS = 5
+
+
+@runtime_checkable
+class WorkingMemoryProtocol(Protocol):
+    """What the gateway asks of a thread memory; a host may pass its own (R18)."""
+
+    async def load(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        model: ModelInfo,
+        profile: Profile,
+        budget_tokens: int,
+    ) -> WorkingMemoryLoad: ...
+
+    async def save_context(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        profile: Profile,
+        cheap_model_id: str,
+        meta: Any = None,
+        request: Any = None,
+        result: Any = None,
+    ) -> None: ...
+
+    async def get_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState: ...
+
+    async def reset(self, *, tenant_id: str, thread_id: str) -> None: ...
+
+
+class WorkingMemory:
+    """The built-in thread memory: SLIDING_WINDOW and SUMMARY_BUFFER behind one interface."""
+
+    def __init__(self, *, store: ThreadStore, config: WorkingMemoryConfig | None = None) -> None:
+        self.store = store
+        self.config = config or WorkingMemoryConfig()
+
+    async def load(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        model: ModelInfo,
+        profile: Profile,
+        budget_tokens: int,
+    ) -> WorkingMemoryLoad:
+        """The history part of one model request: the window and the notes.
+
+        Raises:
+            ValidationError: a budget that is not a positive integer, or a wrong argument type.
+            NotFoundError: no such thread for this tenant.
+            ContextOverflowError: the current user turn alone does not fit the history share.
+        """
+        _check_budget(budget_tokens)
+        if not isinstance(model, ModelInfo):
+            raise ValidationError("model", "must be a ModelInfo")
+        if not isinstance(profile, Profile):
+            raise ValidationError("profile", "must be a Profile")
+        config = profile.resolve(self.config)
+        tokenizer = tokenizer_for(model)
+        if not config.enabled:
+            window, tokens, total = await self._window(
+                tenant_id, thread_id, tokenizer, limit=None, reach=DISABLED_WINDOW_TURNS
+            )
+            return _loaded(window, tokens, total, notes="", strategy=None)
+
+        limit = math.floor(config.chat_history_ratio * budget_tokens)
+        if config.strategy is Strategy.SLIDING_WINDOW:
+            window, tokens, total = await self._window(
+                tenant_id, thread_id, tokenizer, limit=limit, reach=None
+            )
+            return _loaded(window, tokens, total, notes="", strategy=Strategy.SLIDING_WINDOW)
+
+        window, tokens, total = await self._window(
+            tenant_id, thread_id, tokenizer, limit=limit, reach=config.recent_turns
+        )
+        state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+        return _loaded(
+            window, tokens, total, notes=render_notes(state), strategy=Strategy.SUMMARY_BUFFER
+        )
+
+    async def _window(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tokenizer: Tokenizer,
+        *,
+        limit: int | None,
+        reach: int | None,
+    ) -> tuple[list[CountedTurn], int, int]:
+        """Reads the tail newest first, page by page, until the window is decided.
+
+        Returns the window, its tokens and the thread's turn count. Pages are sized from the
+        tokens still to fill, so a load reads about what it sends, whatever the thread's length.
+        """
+        batch = _FIRST_READ if reach is None else min(_MAX_READ, reach + 8)
+        tail = await self.store.read_tail(
+            tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=batch
+        )
+        total = tail.thread.turn_count
+        min_seq = 1 if reach is None else tail_start(total, reach)
+        turns = tail.turns
+        while True:
+            selection = select_window(
+                turns,
+                limit_tokens=limit,
+                reply_overhead=tokenizer.reply_overhead,
+                at_thread_start=not turns or turns[0].seq == 1,
+                min_seq=min_seq,
+            )
+            if not selection.needs_more:
+                return selection.turns, selection.tokens, total
+            batch = _next_batch(turns, limit, batch)
+            older = await self.store.read_tail(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                tokenizer=tokenizer,
+                limit=batch,
+                before_seq=turns[0].seq,
+            )
+            turns = older.turns + turns
+
+    async def save_context(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        profile: Profile,
+        cheap_model_id: str,
+        meta: Any = None,
+        request: Any = None,
+        result: Any = None,
+    ) -> None:
+        """Learns from one answered call. SLIDING_WINDOW and switched-off memory store nothing
+        (R2, R5); never raises (R9)."""
+        try:
+            config = profile.resolve(self.config)
+            if not config.enabled or config.strategy is Strategy.SLIDING_WINDOW:
+                return
+            logger.debug("save_context: no summarizer configured for thread %s", thread_id)
+        except Exception:
+            logger.exception("save_context failed for thread %s", thread_id)
+
+    async def get_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState:
+        """The stored summary, facts and turn count; the empty state when never written (R12)."""
+        return await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+
+    async def reset(self, *, tenant_id: str, thread_id: str) -> None:
+        """Forgets the summary and facts and marks the turns so far as seen (R14).
+
+        The thread and its turns stay. The cleared state is a new version, so what was
+        forgotten stays in the history until the thread is deleted.
+        """
+        for _ in range(_RESET_ATTEMPTS):
+            thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+            state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+            write = StateWrite(
+                expected_version=state.version,
+                summary="",
+                facts=(),
+                turn_count=max(thread.turn_count, state.turn_count),
+                reason="reset",
+            )
+            try:
+                await self.store.write_memory_state(
+                    tenant_id=tenant_id, thread_id=thread_id, write=write
+                )
+                return
+            except ConflictError:
+                continue
+        raise ConflictError(f"thread {thread_id!r}: reset kept losing to concurrent updates")
+
+
+def _check_budget(budget_tokens: object) -> None:
+    if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
+        raise ValidationError(
+            "budget_tokens", f"must be an integer, got {type(budget_tokens).__name__}"
+        )
+    if budget_tokens <= 0:
+        raise ValidationError("budget_tokens", f"must be positive, got {budget_tokens}")
+
+
+def _next_batch(turns: list[CountedTurn], limit: int | None, batch: int) -> int:
+    """Sizes the next page from the average turn so far and the tokens still to fill."""
+    if limit is None or not turns:
+        return min(_MAX_READ, batch * 2)
+    average = max(1.0, sum(t.tokens for t in turns) / len(turns))
+    remaining = max(0, limit - sum(t.tokens for t in turns))
+    return max(16, min(_MAX_READ, int(remaining / average * 1.25) + 16))
+
+
+def _loaded(
+    window: list[CountedTurn], tokens: int, total: int, *, notes: str, strategy: Strategy | None
+) -> WorkingMemoryLoad:
+    return WorkingMemoryLoad(
+        messages=[turn.message for turn in window],
+        notes=notes,
+        tokens=tokens,
+        strategy=strategy,
+        dropped_turns=total - len(window),
+    )

@@ -1,0 +1,154 @@
+"""What both stores do the same way: timestamps, JSON columns, and preparing an append.
+
+Kept apart from the SQL so that SQLite and PostgreSQL agree by construction: the same
+validation, the same units, the same counts, the same serialized form.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import ValidationError
+from ..messages import (
+    OpenUnit,
+    PlannedTurn,
+    check_id,
+    dumps_message,
+    normalize_messages,
+    plan_units,
+)
+from ..tokens import Tokenizer, tokenizer_from_key
+from ..types import CountedTurn, Fact, Message, Turn, WorkingMemoryState
+
+__all__ = [
+    "PreparedAppend",
+    "check_scope",
+    "decode_facts",
+    "encode_facts",
+    "loads_message",
+    "plan_append",
+    "state_from_row",
+    "tokenizers_of",
+    "utcnow",
+]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def check_scope(tenant_id: object, thread_id: object) -> tuple[str, str]:
+    """Validates the (tenant, thread) key every call starts with."""
+    return check_id("tenant_id", tenant_id), check_id("thread_id", thread_id)
+
+
+def loads_message(text: str) -> Message:
+    message: Message = json.loads(text)
+    return message
+
+
+def encode_facts(facts: Sequence[Fact]) -> str:
+    return json.dumps(
+        [{"text": f.text, "first_turn": f.first_turn, "last_turn": f.last_turn} for f in facts],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def decode_facts(text: str) -> tuple[Fact, ...]:
+    items: list[dict[str, Any]] = json.loads(text)
+    return tuple(
+        Fact(text=item["text"], first_turn=item.get("first_turn"), last_turn=item.get("last_turn"))
+        for item in items
+    )
+
+
+def state_from_row(
+    version: int, summary: str, facts: str, turn_count: int, updated_at: datetime | None
+) -> WorkingMemoryState:
+    details = decode_facts(facts)
+    return WorkingMemoryState(
+        summary=summary,
+        facts=[fact.text for fact in details],
+        turn_count=turn_count,
+        version=version,
+        fact_details=details,
+        updated_at=updated_at,
+    )
+
+
+def tokenizers_of(column: str) -> list[str]:
+    keys: list[str] = json.loads(column)
+    return keys
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedAppend:
+    """The rows one append writes."""
+
+    turns: list[PlannedTurn]
+    serialized: list[str]
+    counts: list[tuple[str, int, int]]
+    """(tokenizer key, seq, tokens) for every registered tokenizer that could be rebuilt."""
+
+    @property
+    def last_unit_seq(self) -> int:
+        return self.turns[-1].unit_seq
+
+
+def normalize_input(messages: object) -> list[Message]:
+    """Validates messages before any I/O: a bad one fails without touching the database."""
+    return normalize_messages(messages)
+
+
+def plan_append(
+    messages: Sequence[Message],
+    *,
+    turn_count: int,
+    open_unit: OpenUnit | None,
+    tokenizer_keys: Sequence[str],
+) -> PreparedAppend:
+    """Places validated messages after `turn_count` and counts them with each tokenizer."""
+    planned = plan_units(open_unit, messages, first_seq=turn_count + 1)
+    tokenizers = [tok for key in tokenizer_keys if (tok := tokenizer_from_key(key)) is not None]
+    counts = [
+        (tok.key, turn.seq, tok.count_message(turn.message))
+        for tok in tokenizers
+        for turn in planned
+    ]
+    return PreparedAppend(
+        turns=planned, serialized=[dumps_message(t.message) for t in planned], counts=counts
+    )
+
+
+def counted_tail(
+    tokenizer: Tokenizer, rows: Sequence[Sequence[Any]]
+) -> tuple[list[CountedTurn], dict[int, int]]:
+    """Turns (oldest first) from tail rows read newest first as (seq, unit_seq, message, tokens).
+
+    A turn whose count with `tokenizer` is not stored yet is counted here; those counts are
+    returned too, {seq: tokens}, for the store to remember.
+    """
+    turns: list[CountedTurn] = []
+    missing: dict[int, int] = {}
+    for seq, unit_seq, text, tokens in reversed(rows):
+        message = loads_message(text)
+        if tokens is None:
+            tokens = missing[seq] = tokenizer.count_message(message)
+        turns.append(CountedTurn(seq=seq, unit_seq=unit_seq, message=message, tokens=tokens))
+    return turns, missing
+
+
+def check_page(limit: int, offset: int) -> None:
+    if not 1 <= limit <= 1_000:
+        raise ValidationError("limit", f"must be between 1 and 1000, got {limit}")
+    if offset < 0:
+        raise ValidationError("offset", f"must not be negative, got {offset}")
+
+
+def stored_turn(seq: int, message: Message, created_at: datetime) -> Turn:
+    return Turn.from_message(message, seq=seq, created_at=created_at)

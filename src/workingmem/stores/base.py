@@ -1,0 +1,130 @@
+"""The ThreadStore protocol: what every backend keeps, and how it is asked for it.
+
+    async with await open_store("sqlite:///memory.db") as store:
+        await store.append(tenant_id="t1", thread_id="th1", messages=[{"role": "user", ...}])
+        page = await store.read_tail(tenant_id="t1", thread_id="th1", tokenizer=tok, limit=64)
+
+Every method is scoped by `tenant_id`: a thread of another tenant is `NotFoundError`, with the
+same message as a thread that does not exist. Backends: `SQLiteStore` (the embedded default)
+and `PostgresStore` (the `postgres` extra). One contract suite (tests/stores) runs against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+from ..tokens import Tokenizer
+from ..types import CountedTurn, Fact, Message, Thread, Turn, WorkingMemoryState
+
+__all__ = ["StateWrite", "Tail", "ThreadStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """The newest turns of a thread, oldest first, counted with one tokenizer."""
+
+    thread: Thread
+    turns: list[CountedTurn]
+
+
+@dataclass(frozen=True, slots=True)
+class StateWrite:
+    """A new memory state, written only if the stored one is still `expected_version`."""
+
+    expected_version: int
+    summary: str
+    facts: Sequence[Fact]
+    turn_count: int
+    reason: str
+    """Why this version exists: ``update``, ``reset`` or ``rollback``."""
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """Threads, their turns and their memory state, per tenant."""
+
+    async def append(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        messages: Sequence[Message | Turn],
+        user_id: str | None = None,
+    ) -> list[Turn]:
+        """Stores messages at the end of a thread, all or none; creates the thread if new.
+
+        Validates every message first (`ValidationError` names the field; nothing is stored),
+        and counts each turn's tokens with every tokenizer the thread was loaded with.
+        Returns the stored turns with their seq.
+        """
+        ...
+
+    async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
+        """The thread, or `NotFoundError`."""
+        ...
+
+    async def list_threads(
+        self, *, tenant_id: str, limit: int = 50, offset: int = 0
+    ) -> list[Thread]:
+        """The tenant's threads, most recently updated first."""
+        ...
+
+    async def list_turns(
+        self, *, tenant_id: str, thread_id: str, after_seq: int = 0, limit: int = 100
+    ) -> list[Turn]:
+        """A page of a thread's turns, oldest first, from `after_seq` on."""
+        ...
+
+    async def read_tail(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        tokenizer: Tokenizer,
+        limit: int,
+        before_seq: int | None = None,
+    ) -> Tail:
+        """The newest `limit` turns before `before_seq` (all when None), oldest first.
+
+        Reads newest first through the primary key, so its cost does not grow with the
+        thread's length. Counts come from the stored cache; a turn not yet counted with this
+        tokenizer is counted once and the count stored, and the tokenizer is registered on the
+        thread so that later appends count with it too.
+        """
+        ...
+
+    async def get_memory_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState:
+        """The thread's memory state; the empty state when none was written."""
+        ...
+
+    async def write_memory_state(
+        self, *, tenant_id: str, thread_id: str, write: StateWrite
+    ) -> WorkingMemoryState:
+        """Writes a new version of the state if the stored version is `write.expected_version`.
+
+        One transaction: the state and its history row. `ConflictError` when another writer
+        got there first; nothing is written then.
+        """
+        ...
+
+    async def list_memory_states(
+        self, *, tenant_id: str, thread_id: str, limit: int = 20
+    ) -> list[WorkingMemoryState]:
+        """The state's versions, newest first (the history of summaries)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Closes connections; the store is unusable afterwards."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -1,0 +1,146 @@
+"""The one window selection every strategy uses: the newest whole units that fit.
+
+    selection = select_window(tail, limit_tokens=2_000, reply_overhead=3, at_thread_start=True)
+    [turn.message for turn in selection.turns]
+
+Pure: it sees the tail of a thread (oldest first, with stored token counts) and answers which
+turns go to the model, or that it needs to see further back. No I/O, no tokenizing.
+
+The rules it keeps (R3, R4, R6):
+
+- a window is made of whole units: a user turn, or an assistant turn with every tool turn
+  answering its calls; a unit whose calls are not all answered is never sent;
+- the *current exchange* (the newest user turn and whatever answers it so far) is always in
+  the window; when it alone does not fit, `ContextOverflowError`;
+- older units are added newest first while they fit; the first that does not fit ends the
+  window, so it is the longest suffix that fits;
+- the window opens on a user turn: leading assistant and tool units are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import ContextOverflowError
+from ..types import CountedTurn
+
+__all__ = ["Selection", "Unit", "group_units", "select_window"]
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Consecutive turns that travel together."""
+
+    turns: tuple[CountedTurn, ...]
+    tokens: int
+    is_user: bool
+    complete: bool
+    """False when some call of the assistant turn has no result (yet): not sendable."""
+    cut: bool
+    """True when the tail read so far starts inside this unit: its head is further back."""
+
+    @property
+    def start_seq(self) -> int:
+        return self.turns[0].unit_seq
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What `select_window` decided."""
+
+    turns: list[CountedTurn]
+    """The window, oldest first."""
+    tokens: int
+    """The window's tokens, reply overhead included; 0 for an empty window."""
+    needs_more: bool
+    """The tail was too short to decide: read further back and select again."""
+
+
+def group_units(tail: Sequence[CountedTurn]) -> list[Unit]:
+    """Splits a tail (oldest first) into its units."""
+    groups: list[list[CountedTurn]] = []
+    for turn in tail:
+        if groups and groups[-1][0].unit_seq == turn.unit_seq:
+            groups[-1].append(turn)
+        else:
+            groups.append([turn])
+    units = []
+    for group in groups:
+        head = group[0].message
+        calls = head.get("tool_calls") or ()
+        answered = sum(1 for turn in group if turn.message["role"] == "tool")
+        units.append(
+            Unit(
+                turns=tuple(group),
+                tokens=sum(turn.tokens for turn in group),
+                is_user=head["role"] == "user",
+                complete=answered >= len(calls),
+                cut=group[0].seq != group[0].unit_seq,
+            )
+        )
+    return units
+
+
+def select_window(
+    tail: Sequence[CountedTurn],
+    *,
+    limit_tokens: int | None,
+    reply_overhead: int,
+    at_thread_start: bool,
+    min_seq: int = 1,
+) -> Selection:
+    """Chooses the window from the tail of a thread.
+
+    Args:
+        tail: the newest turns read so far, oldest first.
+        limit_tokens: the most the window may count (reply overhead included); None for no
+            limit.
+        reply_overhead: tokens a request adds once to prime the reply.
+        at_thread_start: the tail starts at the thread's first turn.
+        min_seq: units that start before this seq are out of reach (SUMMARY_BUFFER's
+            `recent_turns`, the switched-off memory's last 20 turns); the current exchange
+            is taken whole all the same.
+    """
+    units = group_units(tail)
+    current_at = _last_user_unit(units)
+    if current_at is None:
+        return Selection(turns=[], tokens=0, needs_more=not at_thread_start)
+
+    current = [unit for unit in units[current_at:] if unit.complete]
+    tokens = reply_overhead + sum(unit.tokens for unit in current)
+    if limit_tokens is not None and tokens > limit_tokens:
+        raise ContextOverflowError(tokens, limit_tokens, "the newest user turn and its answers")
+
+    older: list[Unit] = []  # newest first
+    needs_more = False
+    for unit in reversed(units[:current_at]):
+        if unit.start_seq < min_seq:
+            break
+        if unit.cut:
+            needs_more = True
+            break
+        if not unit.complete:
+            continue
+        if limit_tokens is not None and tokens + unit.tokens > limit_tokens:
+            break
+        older.append(unit)
+        tokens += unit.tokens
+    else:
+        needs_more = not at_thread_start and tail[0].seq > min_seq
+
+    while older and not older[-1].is_user:
+        tokens -= older.pop().tokens
+    chosen = [*reversed(older), *current]
+    return Selection(
+        turns=[turn for unit in chosen for turn in unit.turns],
+        tokens=tokens,
+        needs_more=needs_more,
+    )
+
+
+def _last_user_unit(units: Sequence[Unit]) -> int | None:
+    for index in range(len(units) - 1, -1, -1):
+        if units[index].is_user and not units[index].cut:
+            return index
+    return None

@@ -1,0 +1,26 @@
+"""Counting tokens exactly as the model's own tokenizer does, offline.
+
+    from workingmem.tokens import count_tokens, tokenizer_for
+
+    model = ModelInfo(id="gpt-4o", context_window=128_000)
+    count_tokens([{"role": "user", "content": "tiktoken is great!"}], model)  # 3 + 1 + 6 + 3
+    tokenizer_for(model).key  # "tiktoken:o200k_base", stored next to each turn's count
+
+OpenAI model ids count with tiktoken (o200k_base, cl100k_base), built from vocabularies that
+ship with the package, so counting never downloads. `ModelInfo.tokenizer` can force an
+encoding or name a Hugging Face ``tokenizer.json`` (extra ``hf``); anything else falls back
+to a documented estimate, with a logged warning. Text-only messages are counted exactly with
+the OpenAI cookbook's chat overhead; tool calls and images are documented approximations
+(see `workingmem.tokens._chat`).
+
+Modules: ``_protocol`` (the `Tokenizer` protocol), ``_chat`` (the message overhead),
+``_tiktoken`` (offline OpenAI encodings), ``_hf`` (Hugging Face), ``_estimate`` (4 characters
+a token), ``_select`` (which tokenizer a model gets).
+"""
+
+from __future__ import annotations
+
+from workingmem.tokens._protocol import Tokenizer
+from workingmem.tokens._select import count_tokens, tokenizer_for, tokenizer_from_key
+
+__all__ = ["Tokenizer", "count_tokens", "tokenizer_for", "tokenizer_from_key"]

@@ -1,0 +1,214 @@
+"""The domain types: turns, threads, models, memory states and loads.
+
+    turn = Turn.from_message({"role": "user", "content": "hi"})
+    turn.to_message()  # {"role": "user", "content": "hi"}
+
+A *turn* is one stored message of a thread. A *unit* is a user turn, or an assistant turn
+together with every tool turn that answers its calls: windows are cut between units, never
+inside one. Messages in and out are OpenAI chat-format dicts; `Turn` is their typed twin.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CountedTurn",
+    "Fact",
+    "Message",
+    "ModelInfo",
+    "Role",
+    "Strategy",
+    "Thread",
+    "ToolCall",
+    "Turn",
+    "WorkingMemoryLoad",
+    "WorkingMemoryState",
+]
+
+Message = dict[str, Any]
+"""An OpenAI chat-format message: ``{"role": ..., "content": ..., ...}``."""
+
+Role = Literal["user", "assistant", "tool"]
+"""The roles a thread stores. System prompts belong to the profile, not to the thread."""
+
+
+class Strategy(enum.StrEnum):
+    """The ways a thread's history reaches the model (spec 001)."""
+
+    SLIDING_WINDOW = "SLIDING_WINDOW"
+    """The newest turns verbatim that fit a share of the budget; nothing stored, no helper call."""
+
+    SUMMARY_BUFFER = "SUMMARY_BUFFER"
+    """A rolling summary + facts written by a cheap model, then the last turns verbatim."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call an assistant turn asks for."""
+
+    id: str
+    """The call id; the tool turn that answers it carries the same `tool_call_id`."""
+    name: str
+    """The function's name."""
+    arguments: str
+    """The arguments as the model wrote them: a JSON text, not parsed."""
+
+    def to_message(self) -> Message:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One stored message of a thread."""
+
+    role: Role
+    """user, assistant or tool."""
+    content: str | list[dict[str, Any]] | None
+    """A string, a list of content parts, or None (an assistant turn that only calls tools)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The calls of an assistant turn; empty otherwise."""
+    tool_call_id: str | None = None
+    """The call a tool turn answers."""
+    name: str | None = None
+    """The optional participant name of a user or assistant turn."""
+    seq: int | None = None
+    """The turn's position in its thread, from 1; None before it is stored."""
+    created_at: datetime | None = None
+    """When it was stored (UTC); None before it is stored."""
+
+    def to_message(self) -> Message:
+        """The OpenAI chat-format dict of this turn."""
+        message: Message = {"role": self.role, "content": self.content}
+        if self.name is not None:
+            message["name"] = self.name
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_message() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            message["tool_call_id"] = self.tool_call_id
+        return message
+
+    @classmethod
+    def from_message(
+        cls, message: Message, *, seq: int | None = None, created_at: datetime | None = None
+    ) -> Turn:
+        """Builds a turn from a message that `workingmem.messages.normalize_message` accepted."""
+        calls = tuple(
+            ToolCall(
+                id=call["id"],
+                name=call["function"]["name"],
+                arguments=call["function"]["arguments"],
+            )
+            for call in message.get("tool_calls") or ()
+        )
+        return cls(
+            role=message["role"],
+            content=message.get("content"),
+            tool_calls=calls,
+            tool_call_id=message.get("tool_call_id"),
+            name=message.get("name"),
+            seq=seq,
+            created_at=created_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CountedTurn:
+    """A stored turn as a window sees it: its place, its unit and its token count."""
+
+    seq: int
+    """The turn's position in its thread, from 1."""
+    unit_seq: int
+    """The seq of the first turn of the unit it belongs to."""
+    message: Message
+    """The OpenAI chat-format message."""
+    tokens: int
+    """Its tokens with the call's tokenizer, per-message overhead included."""
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """A conversation, keyed by (tenant_id, thread_id)."""
+
+    tenant_id: str
+    thread_id: str
+    user_id: str | None
+    """The user who opened the thread, when the host said."""
+    turn_count: int
+    """How many turns are stored; the newest turn's seq."""
+    created_at: datetime
+    updated_at: datetime
+
+
+class ModelInfo(BaseModel):
+    """The model a request is built for: its window and how it counts tokens.
+
+    Defaults: `max_output_tokens` 4,096 (what the assembler reserves for the answer);
+    `tokenizer` None, which means "the model's own, from its id" (tiktoken for OpenAI model
+    ids, a documented estimate otherwise).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256)
+    """The model id, as the upstream knows it (``gpt-4o``, ``gpt-4.1-mini``, ...)."""
+    context_window: int = Field(gt=0)
+    """The model's context window, in tokens."""
+    max_output_tokens: int = Field(default=4_096, gt=0)
+    """The tokens reserved for the answer."""
+    tokenizer: str | None = None
+    """``o200k_base`` / ``cl100k_base``, or the path of a Hugging Face ``tokenizer.json``;
+    None picks the model's own from its id."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One fact the summary keeps, with the turns it came from."""
+
+    text: str
+    first_turn: int | None = None
+    """The seq of the first turn the fact came from, when known."""
+    last_turn: int | None = None
+    """The seq of the last turn the fact came from, when known."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemoryState:
+    """What the memory has stored about one thread (spec 000, getState)."""
+
+    summary: str = ""
+    """The rolling summary; "" when none was written."""
+    facts: list[str] = field(default_factory=list)
+    """The facts' texts, oldest first."""
+    turn_count: int = 0
+    """The thread's turn count when the summary was written (or the thread was reset)."""
+    version: int = 0
+    """Bumped by every write of the state; 0 for a state never written."""
+    fact_details: tuple[Fact, ...] = ()
+    """The facts with the turn range each came from."""
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingMemoryLoad:
+    """The history part of one model request (spec 000, load)."""
+
+    messages: list[Message]
+    """The window, oldest first, the current user turn last; OpenAI chat format."""
+    notes: str = ""
+    """The text for the "About this conversation" part of the {memory} slot; "" for nothing."""
+    tokens: int = 0
+    """The window's tokens with the model's tokenizer, chat overhead included."""
+    strategy: Strategy | None = None
+    """The strategy that made this load; None when memory is switched off."""
+    dropped_turns: int = 0
+    """Turns of the thread that are not in the window."""

@@ -1,0 +1,321 @@
+"""One contract for every ThreadStore: SQLite and PostgreSQL must agree on all of it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import workingmem as wm
+from tests.conftest import open_backend
+from tests.helpers import assistant, tool, user
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_append_creates_the_thread_and_numbers_turns_from_one(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """A new thread id creates the thread; turns get seq 1, 2, ... in order."""
+    stored = await store.append(
+        tenant_id=tenant, thread_id="th", messages=[user("hi"), assistant("hello")], user_id="u1"
+    )
+    assert [t.seq for t in stored] == [1, 2]
+    thread = await store.get_thread(tenant_id=tenant, thread_id="th")
+    assert (thread.tenant_id, thread.thread_id, thread.user_id, thread.turn_count) == (
+        tenant,
+        "th",
+        "u1",
+        2,
+    )
+    more = await store.append(tenant_id=tenant, thread_id="th", messages=[user("again")])
+    assert [t.seq for t in more] == [3]
+
+
+async def test_turns_round_trip_exactly(store: wm.ThreadStore, tenant: str) -> None:
+    """What goes in comes out: content strings, parts, tool calls, tool results, names."""
+    messages: list[wm.Message] = [
+        {"role": "user", "content": "Grüße 👋 \u0000 ok", "name": "ada"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": '{"x": 1}'},
+                },
+                {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "{}"}},
+            ],
+        },
+        tool("c2", "two"),
+        tool("c1", "one"),
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "data:x"}},
+            ],
+        },
+    ]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages)
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.to_message() for t in turns] == messages
+    assert all(t.created_at is not None and t.created_at.tzinfo is not None for t in turns)
+
+
+async def test_turn_objects_are_accepted(store: wm.ThreadStore, tenant: str) -> None:
+    turn = wm.Turn(role="user", content="typed")
+    await store.append(tenant_id=tenant, thread_id="th", messages=[turn])
+    (stored,) = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert stored.content == "typed"
+    assert stored.seq == 1
+
+
+async def test_an_append_is_all_or_nothing(store: wm.ThreadStore, tenant: str) -> None:
+    """One bad message rejects the whole call; what was stored before is untouched."""
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("first")])
+    with pytest.raises(wm.ValidationError) as caught:
+        await store.append(
+            tenant_id=tenant,
+            thread_id="th",
+            messages=[user("ok"), {"role": "robot", "content": "x"}],
+        )
+    assert caught.value.field == "messages[1].role"
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == ["first"]
+    assert (await store.get_thread(tenant_id=tenant, thread_id="th")).turn_count == 1
+
+
+async def test_a_rejected_first_append_creates_no_thread(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    with pytest.raises(wm.ValidationError):
+        await store.append(tenant_id=tenant, thread_id="th", messages=[tool("nope")])
+    with pytest.raises(wm.NotFoundError):
+        await store.get_thread(tenant_id=tenant, thread_id="th")
+
+
+async def test_tool_result_must_answer_a_call_of_the_turn_before(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("q"), assistant(None, "a")])
+    with pytest.raises(wm.ValidationError, match="matches no call"):
+        await store.append(tenant_id=tenant, thread_id="th", messages=[tool("zzz")])
+    await store.append(tenant_id=tenant, thread_id="th", messages=[tool("a")])
+    with pytest.raises(wm.ValidationError, match="already has a result"):
+        await store.append(tenant_id=tenant, thread_id="th", messages=[tool("a")])
+
+
+async def test_tool_results_across_appends_join_their_unit(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """Parallel calls answered in separate appends still form one unit with their call."""
+    await store.append(
+        tenant_id=tenant, thread_id="th", messages=[user("q"), assistant(None, "a", "b")]
+    )
+    await store.append(tenant_id=tenant, thread_id="th", messages=[tool("b")])
+    await store.append(tenant_id=tenant, thread_id="th", messages=[tool("a"), assistant("done")])
+    tail = await store.read_tail(
+        tenant_id=tenant,
+        thread_id="th",
+        tokenizer=wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000)),
+        limit=10,
+    )
+    assert [(t.seq, t.unit_seq) for t in tail.turns] == [(1, 1), (2, 2), (3, 2), (4, 2), (5, 5)]
+
+
+async def test_tenants_never_see_each_other(store: wm.ThreadStore, tenant: str) -> None:
+    """Two tenants may use the same thread id; each sees only its own turns."""
+    other = tenant + "-other"
+    await store.append(tenant_id=tenant, thread_id="shared", messages=[user("mine")])
+    await store.append(tenant_id=other, thread_id="shared", messages=[user("theirs")])
+    mine = await store.list_turns(tenant_id=tenant, thread_id="shared")
+    theirs = await store.list_turns(tenant_id=other, thread_id="shared")
+    assert [t.content for t in mine] == ["mine"]
+    assert [t.content for t in theirs] == ["theirs"]
+    assert [t.thread_id for t in await store.list_threads(tenant_id=tenant)] == ["shared"]
+
+
+async def test_another_tenants_thread_is_not_found_like_a_missing_one(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("x")])
+    with pytest.raises(wm.NotFoundError) as foreign:
+        await store.get_thread(tenant_id=tenant + "-x", thread_id="th")
+    with pytest.raises(wm.NotFoundError) as missing:
+        await store.get_thread(tenant_id=tenant + "-x", thread_id="th")
+    assert str(foreign.value) == str(missing.value)
+    for call in (store.get_memory_state, store.list_memory_states):
+        with pytest.raises(wm.NotFoundError):
+            await call(tenant_id=tenant + "-x", thread_id="th")
+
+
+async def test_threads_are_listed_newest_first_and_paged(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    for name in ("a", "b", "c"):
+        await store.append(tenant_id=tenant, thread_id=name, messages=[user(name)])
+    await store.append(tenant_id=tenant, thread_id="a", messages=[assistant("again")])
+    listed = [t.thread_id for t in await store.list_threads(tenant_id=tenant)]
+    assert listed == ["a", "c", "b"]
+    page = await store.list_threads(tenant_id=tenant, limit=2, offset=1)
+    assert [t.thread_id for t in page] == ["c", "b"]
+
+
+async def test_turns_are_paged_by_seq(store: wm.ThreadStore, tenant: str) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user(str(i)) for i in range(5)])
+    page = await store.list_turns(tenant_id=tenant, thread_id="th", after_seq=2, limit=2)
+    assert [t.seq for t in page] == [3, 4]
+
+
+async def test_read_tail_counts_once_and_remembers(store: wm.ThreadStore, tenant: str) -> None:
+    """A turn is counted with a tokenizer once; later reads and appends use stored counts."""
+    tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hello there")])
+    first = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tok, limit=10)
+    assert first.turns[0].tokens == tok.count_message(user("hello there"))
+
+    class Exploding:
+        key = tok.key
+        exact = True
+        reply_overhead = 3
+
+        def count_text(self, text: str) -> int:
+            raise AssertionError("re-tokenized a stored turn")
+
+        def count_message(self, message: wm.Message) -> int:
+            raise AssertionError("re-tokenized a stored turn")
+
+    again = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=Exploding(), limit=10)
+    assert again.turns[0].tokens == first.turns[0].tokens
+    # the tokenizer is now registered: an append counts the new turn at write time
+    await store.append(tenant_id=tenant, thread_id="th", messages=[assistant("fine")])
+    tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=Exploding(), limit=10)
+    assert tail.turns[-1].tokens == tok.count_message(assistant("fine"))
+
+
+async def test_read_tail_pages_newest_first(store: wm.ThreadStore, tenant: str) -> None:
+    tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user(str(i)) for i in range(10)])
+    newest = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tok, limit=3)
+    assert [t.seq for t in newest.turns] == [8, 9, 10]
+    older = await store.read_tail(
+        tenant_id=tenant, thread_id="th", tokenizer=tok, limit=3, before_seq=8
+    )
+    assert [t.seq for t in older.turns] == [5, 6, 7]
+
+
+async def test_memory_state_is_compare_and_set_with_history(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """A write against a stale version fails and changes nothing; every version is kept."""
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("x")])
+    assert await store.get_memory_state(tenant_id=tenant, thread_id="th") == wm.WorkingMemoryState()
+    first = await store.write_memory_state(
+        tenant_id=tenant,
+        thread_id="th",
+        write=wm.StateWrite(
+            expected_version=0,
+            summary="s1",
+            facts=[wm.Fact("likes tea", 1, 1)],
+            turn_count=1,
+            reason="update",
+        ),
+    )
+    assert (first.version, first.facts, first.fact_details[0].first_turn) == (1, ["likes tea"], 1)
+    with pytest.raises(wm.ConflictError):
+        await store.write_memory_state(
+            tenant_id=tenant,
+            thread_id="th",
+            write=wm.StateWrite(
+                expected_version=0, summary="lost", facts=[], turn_count=1, reason="update"
+            ),
+        )
+    current = await store.get_memory_state(tenant_id=tenant, thread_id="th")
+    assert (current.summary, current.version) == ("s1", 1)
+    await store.write_memory_state(
+        tenant_id=tenant,
+        thread_id="th",
+        write=wm.StateWrite(
+            expected_version=1, summary="s2", facts=[], turn_count=1, reason="update"
+        ),
+    )
+    history = await store.list_memory_states(tenant_id=tenant, thread_id="th")
+    assert [(s.version, s.summary) for s in history] == [(2, "s2"), (1, "s1")]
+
+
+async def test_concurrent_appends_to_one_thread_lose_nothing(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """Many writers at once: every turn stored once, seqs dense and unique."""
+    await asyncio.gather(
+        *(
+            store.append(tenant_id=tenant, thread_id="th", messages=[user(f"m{i}")])
+            for i in range(20)
+        )
+    )
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.seq for t in turns] == list(range(1, 21))
+    assert sorted(str(t.content) for t in turns) == sorted(f"m{i}" for i in range(20))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_two_store_instances_share_the_database(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """Two stores on one database (two workers) see each other's turns; reopening migrates
+    nothing twice."""
+    first = await open_backend(backend, tmp_path)
+    second = await open_backend(backend, tmp_path)
+    try:
+        await asyncio.gather(
+            *(
+                (first if i % 2 else second).append(
+                    tenant_id=tenant, thread_id="th", messages=[user(f"m{i}")]
+                )
+                for i in range(10)
+            )
+        )
+        turns = await second.list_turns(tenant_id=tenant, thread_id="th")
+        assert [t.seq for t in turns] == list(range(1, 11))
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        pytest.param({"tenant_id": ""}, "tenant_id", id="empty-tenant"),
+        pytest.param({"thread_id": "x" * 257}, "thread_id", id="long-thread-id"),
+        pytest.param({"thread_id": "a\nb"}, "thread_id", id="control-char-thread-id"),
+        pytest.param({"user_id": ""}, "user_id", id="empty-user"),
+        pytest.param({"messages": "hi"}, "messages", id="messages-not-a-list"),
+    ],
+)
+async def test_bad_keys_are_rejected_before_anything_is_stored(
+    store: wm.ThreadStore, tenant: str, kwargs: dict[str, object], field: str
+) -> None:
+    call: dict[str, object] = {"tenant_id": tenant, "thread_id": "th", "messages": [user("x")]}
+    call.update(kwargs)
+    with pytest.raises(wm.ValidationError) as caught:
+        await store.append(**call)  # type: ignore[arg-type]
+    assert caught.value.field == field
+    assert await store.list_threads(tenant_id=tenant) == []
+
+
+async def test_schema_is_versioned_and_reopening_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    for _ in range(2):
+        store = await wm.open_store(f"sqlite:///{path}")
+        await store.aclose()
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        versions = [row[0] for row in db.execute("SELECT version FROM schema_migrations")]
+        mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+    assert versions == sorted(set(versions))
+    assert versions[0] == 1
+    assert mode == "wal"

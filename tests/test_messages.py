@@ -1,0 +1,197 @@
+"""Input validation: every malformed message is a ValidationError naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import workingmem as wm
+from workingmem.messages import MAX_MESSAGE_BYTES, normalize_messages
+
+
+@pytest.mark.parametrize(
+    ("message", "field", "reason"),
+    [
+        pytest.param(
+            {"role": "system", "content": "x"},
+            "messages[0].role",
+            "user, assistant or tool",
+            id="unknown-role",
+        ),
+        pytest.param({"content": "x"}, "messages[0].role", "got None", id="missing-role"),
+        pytest.param(
+            {"role": "user"}, "messages[0].content", "needs content", id="user-without-content"
+        ),
+        pytest.param(
+            {"role": "user", "content": 3},
+            "messages[0].content",
+            "string or a list",
+            id="content-number",
+        ),
+        pytest.param(
+            {"role": "user", "content": []},
+            "messages[0].content",
+            "empty list",
+            id="content-empty-parts",
+        ),
+        pytest.param(
+            {"role": "user", "content": [{"type": "text", "text": 5}]},
+            "messages[0].content[0].text",
+            "string text",
+            id="non-string-text-part",
+        ),
+        pytest.param(
+            {"role": "user", "content": ["hi"]},
+            "messages[0].content[0]",
+            "part dict",
+            id="part-not-a-dict",
+        ),
+        pytest.param(
+            {"role": "user", "content": [{"text": "x"}]},
+            "messages[0].content[0].type",
+            "non-empty",
+            id="part-without-type",
+        ),
+        pytest.param(
+            {"role": "assistant", "content": None},
+            "messages[0].content",
+            "content or tool_calls",
+            id="empty-assistant",
+        ),
+        pytest.param(
+            {"role": "assistant", "content": None, "tool_calls": "x"},
+            "messages[0].tool_calls",
+            "must be a list",
+            id="tool-calls-not-list",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            "messages[0].tool_calls[0].id",
+            "empty",
+            id="empty-call-id",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "function": {"name": "", "arguments": "{}"}}],
+            },
+            "messages[0].tool_calls[0].function.name",
+            "non-empty",
+            id="empty-function-name",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"x": 1}}}],
+            },
+            "messages[0].tool_calls[0].function.arguments",
+            "must be a string",
+            id="arguments-not-string",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "type": "web", "function": {"name": "f"}}],
+            },
+            "messages[0].tool_calls[0].type",
+            "function",
+            id="call-type-not-function",
+        ),
+        pytest.param(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "function": {"name": "f", "arguments": ""}},
+                    {"id": "c", "function": {"name": "g", "arguments": ""}},
+                ],
+            },
+            "messages[0].tool_calls[1].id",
+            "used twice",
+            id="duplicate-call-id",
+        ),
+        pytest.param(
+            {"role": "tool", "content": "r"},
+            "messages[0].tool_call_id",
+            "must be a string",
+            id="tool-without-call-id",
+        ),
+        pytest.param(
+            {"role": "tool", "content": "r", "tool_call_id": "x" * 300},
+            "messages[0].tool_call_id",
+            "limit is 256",
+            id="long-call-id",
+        ),
+        pytest.param(
+            {
+                "role": "tool",
+                "content": [{"type": "image_url", "image_url": {"url": "u"}}],
+                "tool_call_id": "c",
+            },
+            "messages[0].content[0].type",
+            "text parts",
+            id="tool-image",
+        ),
+        pytest.param(
+            {"role": "user", "content": "x", "audio": {"id": "a"}},
+            "messages[0].audio",
+            "not a field",
+            id="unknown-key-with-value",
+        ),
+        pytest.param(
+            {"role": "user", "content": "x" * (MAX_MESSAGE_BYTES + 1)},
+            "messages[0]",
+            f"limit is {MAX_MESSAGE_BYTES}",
+            id="over-size-limit",
+        ),
+        pytest.param(
+            {"role": "user", "content": "bad \ud800 surrogate"},
+            "messages[0]",
+            "not valid Unicode",
+            id="lone-surrogate",
+        ),
+        pytest.param("hello", "messages[0]", "message dict", id="message-not-a-dict"),
+    ],
+)
+def test_malformed_messages_name_the_field(message: Any, field: str, reason: str) -> None:
+    with pytest.raises(wm.ValidationError) as caught:
+        normalize_messages([message])
+    assert caught.value.field == field
+    assert reason in caught.value.reason
+
+
+def test_sdk_dumps_with_null_extras_are_accepted() -> None:
+    """An assistant message dumped from the OpenAI SDK carries empty extras: they are dropped."""
+    dumped = {
+        "role": "assistant",
+        "content": "hi",
+        "refusal": None,
+        "annotations": [],
+        "audio": None,
+        "function_call": None,
+        "tool_calls": None,
+    }
+    assert normalize_messages([dumped]) == [{"role": "assistant", "content": "hi"}]
+
+
+def test_tool_call_type_defaults_to_function() -> None:
+    (clean,) = normalize_messages(
+        [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}]
+    )
+    assert clean["tool_calls"] == [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}
+    ]
+    assert clean["content"] is None
+
+
+def test_too_many_messages_in_one_append() -> None:
+    with pytest.raises(wm.ValidationError, match="at most 1000"):
+        normalize_messages([{"role": "user", "content": "x"}] * 1001)
