@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import workingmem as wm
 from workingmem.messages import normalize_messages, plan_units
-from workingmem.strategies import group_units, select_window
+from workingmem.strategies import Selection, group_units, select_window
 
 REPLY = 3
 GPT4O = wm.ModelInfo(id="gpt-4o", context_window=128_000)
@@ -84,14 +85,16 @@ def check_window(turns: list[wm.CountedTurn], limit: int) -> list[wm.Message] | 
     last_user = max(i for i, u in enumerate(units) if u.is_user)
     current = [u for u in units[last_user:] if u.complete]
     current_cost = REPLY + sum(u.tokens for u in current)
-    try:
-        selection = select_window(
-            turns, limit_tokens=limit, reply_overhead=REPLY, at_thread_start=True
-        )
-    except wm.ContextOverflowError as exc:
-        assert current_cost > limit
-        assert exc.tokens == current_cost
+
+    def select() -> Selection:
+        return select_window(turns, limit_tokens=limit, reply_overhead=REPLY, at_thread_start=True)
+
+    if current_cost > limit:
+        with pytest.raises(wm.ContextOverflowError) as caught:
+            select()
+        assert caught.value.tokens == current_cost
         return None
+    selection = select()
     window = [t.message for t in selection.turns]
     assert not selection.needs_more
     assert_provider_valid(window)
