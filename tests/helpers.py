@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
 import workingmem as wm
+from workingmem.llm.testing import Reply
 
 GPT4O = wm.ModelInfo(id="gpt-4o", context_window=128_000)
 DEFAULT_PROFILE = wm.Profile(id="default")
@@ -24,3 +29,24 @@ def assistant(text: str | None, *calls: str) -> wm.Message:
 
 def tool(call_id: str, text: str = "result") -> wm.Message:
     return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+_TURN_LINE = re.compile(r"^\[(\d+)\] (user|assistant|tool[^:]*): (.*)$", re.MULTILINE)
+
+
+def summarizing_responder(request: dict[str, Any]) -> Reply:
+    """A scripted cheap model: summarizes by quoting the turn range it read, and keeps one
+    fact per user turn that says "remember"; it answers JSON like a real helper would."""
+    prompt = request["messages"][-1]["content"]
+    turns = [(int(n), role, text) for n, role, text in _TURN_LINE.findall(prompt)]
+    first, last = turns[0][0], turns[-1][0]
+    facts = [
+        {"text": text[:200], "first_turn": n, "last_turn": n}
+        for n, role, text in turns
+        if role == "user" and "remember" in text
+    ]
+    body = {
+        "summary": f"The conversation so far, through turn {last} (read {first}-{last}).",
+        "facts": facts,
+    }
+    return Reply(json.dumps(body), prompt_tokens=len(prompt) // 4, completion_tokens=40)

@@ -13,6 +13,8 @@ async with await wm.open_store() as store:              # .workingmem/memory.db
     loaded.messages  # the window, the current user turn last
 """
 
+from .agent_memory import AgentMemory, AgentMemoryConfig, WorkingMemoryUpdate
+from .background import BackgroundQueue
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
 from .errors import (
     ConflictError,
@@ -22,8 +24,24 @@ from .errors import (
     ValidationError,
     WorkingMemoryError,
 )
+from .llm import (
+    CallKind,
+    CallMeta,
+    Completion,
+    GuardedClient,
+    LLMClient,
+    LLMError,
+    OpenAIClient,
+    TokenBudgetGuard,
+    Usage,
+    UsageGuard,
+    UsageRefusedError,
+)
 from .memory import WorkingMemory, WorkingMemoryProtocol
+from .prompts import PromptKind, PromptTemplates
 from .stores import SQLiteStore, StateWrite, ThreadStore, open_store
+from .stores.documents import DocumentStore, WorkingMemoryDocument
+from .summarizer import InvalidOutputError, Summarizer
 from .tokens import Tokenizer, count_tokens, tokenizer_for
 from .types import (
     CountedTurn,
@@ -34,6 +52,8 @@ from .types import (
     Thread,
     ToolCall,
     Turn,
+    UpdateOutcome,
+    UpdateReport,
     WorkingMemoryLoad,
     WorkingMemoryState,
 )
@@ -42,30 +62,53 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DISABLED_WINDOW_TURNS",
+    "AgentMemory",
+    "AgentMemoryConfig",
+    "BackgroundQueue",
+    "CallKind",
+    "CallMeta",
+    "Completion",
     "ConflictError",
     "ContextOverflowError",
     "CountedTurn",
+    "DocumentStore",
     "Fact",
+    "GuardedClient",
+    "InvalidOutputError",
+    "LLMClient",
+    "LLMError",
     "Message",
     "ModelInfo",
     "NotFoundError",
+    "OpenAIClient",
     "Profile",
+    "PromptKind",
+    "PromptTemplates",
     "SQLiteStore",
     "StateWrite",
     "StoreError",
     "Strategy",
+    "Summarizer",
     "Thread",
     "ThreadStore",
+    "TokenBudgetGuard",
     "Tokenizer",
     "ToolCall",
     "Turn",
+    "UpdateOutcome",
+    "UpdateReport",
+    "Usage",
+    "UsageGuard",
+    "UsageRefusedError",
     "ValidationError",
     "WorkingMemory",
     "WorkingMemoryConfig",
+    "WorkingMemoryDocument",
     "WorkingMemoryError",
     "WorkingMemoryLoad",
     "WorkingMemoryProtocol",
     "WorkingMemoryState",
+    "WorkingMemoryUpdate",
     "__version__",
     "count_tokens",
     "open_store",

@@ -45,6 +45,9 @@ class WorkingMemoryConfig(BaseModel):
     """SUMMARY_BUFFER: the cap on the number of facts."""
     fact_max_chars: int = Field(default=300, ge=20, le=10_000)
     """SUMMARY_BUFFER: the cap on one fact's length."""
+    helper_input_max_tokens: int = Field(default=6_000, ge=200, le=1_000_000)
+    """SUMMARY_BUFFER: the most tokens of new turns one helper call reads; a larger backlog is
+    folded in chunks, oldest first."""
 
     @model_validator(mode="after")
     def _no_gap_between_summary_and_tail(self) -> WorkingMemoryConfig:

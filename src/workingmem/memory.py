@@ -16,19 +16,35 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
-from .errors import ConflictError, ValidationError
+from .errors import ConflictError, NotFoundError, ValidationError
+from .llm import CallMeta, GuardedClient, LLMClient, UsageGuard
+from .prompts import PromptTemplates
 from .stores.base import StateWrite, ThreadStore
 from .strategies import render_notes, select_window, tail_start
+from .summarizer import Summarizer
 from .tokens import Tokenizer, tokenizer_for
-from .types import CountedTurn, ModelInfo, Strategy, WorkingMemoryLoad, WorkingMemoryState
+from .types import (
+    CountedTurn,
+    ModelInfo,
+    Strategy,
+    UpdateOutcome,
+    UpdateReport,
+    WorkingMemoryLoad,
+    WorkingMemoryState,
+)
+from .updater import SummaryUpdater
 
 __all__ = ["WorkingMemory", "WorkingMemoryProtocol"]
 
 logger = logging.getLogger("workingmem.memory")
 
+_QUIET = frozenset(
+    {UpdateOutcome.UPDATED, UpdateOutcome.NOT_DUE, UpdateOutcome.SKIPPED, UpdateOutcome.BUSY}
+)
 _FIRST_READ = 64
 _MAX_READ = 4_096
 _RESET_ATTEMPTS = 5
@@ -69,9 +85,43 @@ class WorkingMemoryProtocol(Protocol):
 class WorkingMemory:
     """The built-in thread memory: SLIDING_WINDOW and SUMMARY_BUFFER behind one interface."""
 
-    def __init__(self, *, store: ThreadStore, config: WorkingMemoryConfig | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: ThreadStore,
+        config: WorkingMemoryConfig | None = None,
+        llm: LLMClient | None = None,
+        templates: PromptTemplates | None = None,
+        guard: UsageGuard | None = None,
+        on_report: Callable[[UpdateReport], None] | None = None,
+        structured_output: str = "json_schema",
+    ) -> None:
+        """
+        Args:
+            store: where threads and states live.
+            config: the memory's settings; a profile may override them per call.
+            llm: the client for SUMMARY_BUFFER's helper calls; without one, SUMMARY_BUFFER
+                serves the stored notes but never updates them (reported as skipped).
+            templates: the prompt templates (MEMORY_WORKING); the package's defaults if None.
+            guard: the usage guard every helper call passes (R10); allow-all if None.
+            on_report: called with the report of every save_context (also logged).
+            structured_output: how JSON is requested: "json_schema", "json_object", "none".
+        """
         self.store = store
         self.config = config or WorkingMemoryConfig()
+        self.on_report = on_report
+        self._updater = (
+            None
+            if llm is None
+            else SummaryUpdater(
+                store=store,
+                summarizer=Summarizer(
+                    llm=GuardedClient(llm, guard=guard),
+                    templates=templates,
+                    structured_output=structured_output,
+                ),
+            )
+        )
 
     async def load(
         self,
@@ -170,15 +220,72 @@ class WorkingMemory:
         request: Any = None,
         result: Any = None,
     ) -> None:
-        """Learns from one answered call. SLIDING_WINDOW and switched-off memory store nothing
-        (R2, R5); never raises (R9)."""
+        """Learns from one answered call (R7-R10); never raises (R9).
+
+        Under SUMMARY_BUFFER, rewrites the summary + facts when `update_every_turns` turns are
+        due since the state's turn count, reading the new turns from the store (`request` and
+        `result` are not needed: a human-edited answer is already stored). SLIDING_WINDOW and
+        switched-off memory store nothing (R2, R5). The outcome goes to `on_report` and the log.
+        """
+        await self.update_summary(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            user_id=user_id,
+            profile=profile,
+            cheap_model_id=cheap_model_id,
+            meta=meta,
+        )
+
+    async def update_summary(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        profile: Profile,
+        cheap_model_id: str,
+        meta: CallMeta | None = None,
+    ) -> UpdateReport:
+        """`save_context`'s work, returning its report instead of only reporting it."""
         try:
             config = profile.resolve(self.config)
             if not config.enabled or config.strategy is Strategy.SLIDING_WINDOW:
-                return
-            logger.debug("save_context: no summarizer configured for thread %s", thread_id)
-        except Exception:
-            logger.exception("save_context failed for thread %s", thread_id)
+                report = UpdateReport(
+                    tenant_id, thread_id, UpdateOutcome.SKIPPED, "not SUMMARY_BUFFER"
+                )
+            elif self._updater is None:
+                report = UpdateReport(tenant_id, thread_id, UpdateOutcome.SKIPPED, "no LLM client")
+            else:
+                report = await self._updater.run(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    user_id=user_id,
+                    config=config,
+                    cheap_model_id=cheap_model_id,
+                    meta=meta if isinstance(meta, CallMeta) else None,
+                )
+        except Exception as exc:
+            logger.exception("summary update of thread %r failed", thread_id)
+            report = UpdateReport(tenant_id, thread_id, UpdateOutcome.FAILED, repr(exc))
+        self._report(report)
+        return report
+
+    def _report(self, report: UpdateReport) -> None:
+        level = logging.INFO if report.outcome in _QUIET else logging.WARNING
+        logger.log(
+            level,
+            "summary update %s: tenant=%s thread=%s calls=%d %s",
+            report.outcome.value,
+            report.tenant_id,
+            report.thread_id,
+            report.helper_calls,
+            report.detail,
+        )
+        if self.on_report is not None:
+            try:
+                self.on_report(report)
+            except Exception:
+                logger.exception("on_report raised")
 
     async def get_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState:
         """The stored summary, facts and turn count; the empty state when never written (R12)."""
@@ -208,6 +315,40 @@ class WorkingMemory:
             except ConflictError:
                 continue
         raise ConflictError(f"thread {thread_id!r}: reset kept losing to concurrent updates")
+
+    async def history(
+        self, *, tenant_id: str, thread_id: str, limit: int = 20
+    ) -> list[WorkingMemoryState]:
+        """The state's versions, newest first: every update, reset and rollback."""
+        return await self.store.list_memory_states(
+            tenant_id=tenant_id, thread_id=thread_id, limit=limit
+        )
+
+    async def rollback(self, *, tenant_id: str, thread_id: str, version: int) -> WorkingMemoryState:
+        """Restores an earlier version as a new one, turn count included.
+
+        The turns after the restored turn count become due again, so the next update re-reads
+        them from the good summary instead of the wrong one. `NotFoundError` for a version
+        the thread never had; `ConflictError` if the state changed meanwhile.
+        """
+        state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+        versions = await self.store.list_memory_states(
+            tenant_id=tenant_id, thread_id=thread_id, limit=1_000
+        )
+        target = next((v for v in versions if v.version == version), None)
+        if target is None:
+            raise NotFoundError("memory state version", str(version))
+        return await self.store.write_memory_state(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            write=StateWrite(
+                expected_version=state.version,
+                summary=target.summary,
+                facts=target.fact_details,
+                turn_count=target.turn_count,
+                reason="rollback",
+            ),
+        )
 
 
 def _check_budget(budget_tokens: object) -> None:

@@ -27,6 +27,8 @@ __all__ = [
     "Thread",
     "ToolCall",
     "Turn",
+    "UpdateOutcome",
+    "UpdateReport",
     "WorkingMemoryLoad",
     "WorkingMemoryState",
 ]
@@ -212,3 +214,41 @@ class WorkingMemoryLoad:
     """The strategy that made this load; None when memory is switched off."""
     dropped_turns: int = 0
     """Turns of the thread that are not in the window."""
+
+
+class UpdateOutcome(enum.StrEnum):
+    """How one summary update ended."""
+
+    UPDATED = "updated"
+    """A new summary + facts was stored."""
+    NOT_DUE = "not_due"
+    """Fewer than `update_every_turns` new turns: nothing to do."""
+    SKIPPED = "skipped"
+    """Nothing to do by configuration: SLIDING_WINDOW, memory switched off, no LLM client."""
+    BUSY = "busy"
+    """Another updater holds the thread's lease; it covers these turns."""
+    REFUSED = "refused"
+    """The usage guard refused the helper call."""
+    INVALID_OUTPUT = "invalid_output"
+    """The helper's answer failed validation; the state is untouched; a later call retries."""
+    UPSTREAM_ERROR = "upstream_error"
+    """The helper call failed (after retries); the state is untouched; a later call retries."""
+    CONFLICT = "conflict"
+    """The state changed meanwhile (a reset, another writer): the update was dropped."""
+    FAILED = "failed"
+    """Anything else (the database, a bug): reported, never raised."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateReport:
+    """What one `save_context` did, for logs, metrics and tests."""
+
+    tenant_id: str
+    thread_id: str
+    outcome: UpdateOutcome
+    detail: str = ""
+    helper_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    turn_count: int | None = None
+    """The state's turn count after the update, when one was written."""

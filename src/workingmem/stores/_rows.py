@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import ValidationError
@@ -39,6 +39,10 @@ __all__ = [
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def later(moment: datetime, seconds: float) -> datetime:
+    return moment + timedelta(seconds=seconds)
 
 
 def check_scope(tenant_id: object, thread_id: object) -> tuple[str, str]:

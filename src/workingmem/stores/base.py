@@ -116,6 +116,20 @@ class ThreadStore(Protocol):
         """The state's versions, newest first (the history of summaries)."""
         ...
 
+    async def claim_memory_update(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        """Takes the thread's update lease for `owner` unless another holds an unexpired one.
+
+        Single flight across processes: of two updaters of one thread, one gets True. The
+        lease expires after `ttl_seconds`, so a crashed updater never blocks a thread for good.
+        """
+        ...
+
+    async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
+        """Gives the lease back, if `owner` still holds it."""
+        ...
+
     async def aclose(self) -> None:
         """Closes connections; the store is unusable afterwards."""
         ...

@@ -20,6 +20,7 @@ from ..messages import OpenUnit, check_id
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
+from ._postgres_documents import PostgresDocuments
 from .base import StateWrite, Tail
 from .migrations import load_migrations
 
@@ -53,7 +54,7 @@ def _thread(row: Sequence[Any]) -> Thread:
     )
 
 
-class PostgresStore:
+class PostgresStore(PostgresDocuments):
     """A ThreadStore on PostgreSQL."""
 
     def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
@@ -334,6 +335,29 @@ class PostgresStore:
                 (pk, version, write.summary, facts, write.turn_count, write.reason, now),
             )
         return _rows.state_from_row(version, write.summary, facts, write.turn_count, now)
+
+    async def claim_memory_update(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        now = _rows.utcnow()
+        async with self._tx() as conn:
+            pk = (await self._thread_row(conn, tenant_id, thread_id))[0]
+            cursor = await conn.execute(
+                "INSERT INTO memory_leases (thread_pk, owner, expires_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (thread_pk) DO UPDATE SET owner = excluded.owner, "
+                "expires_at = excluded.expires_at WHERE memory_leases.expires_at < %s",
+                (pk, owner, _rows.later(now, ttl_seconds), now),
+            )
+            return cursor.rowcount == 1
+
+    async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._tx() as conn:
+            pk = (await self._thread_row(conn, tenant_id, thread_id))[0]
+            await conn.execute(
+                "DELETE FROM memory_leases WHERE thread_pk = %s AND owner = %s", (pk, owner)
+            )
 
     async def list_memory_states(
         self, *, tenant_id: str, thread_id: str, limit: int = 20

@@ -31,6 +31,7 @@ from ..messages import OpenUnit, check_id
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
+from ._sqlite_documents import SQLiteDocuments
 from .base import StateWrite, Tail
 from .migrations import load_migrations
 
@@ -57,7 +58,7 @@ def _thread(row: sqlite3.Row | tuple[Any, ...]) -> Thread:
     )
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteDocuments):
     """A ThreadStore on one SQLite file (or ``:memory:``)."""
 
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
@@ -363,6 +364,29 @@ class SQLiteStore:
                 (pk, version, write.summary, facts, write.turn_count, write.reason, stamp),
             )
         return _rows.state_from_row(version, write.summary, facts, write.turn_count, _ts(stamp))
+
+    async def claim_memory_update(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        now = _rows.utcnow()
+        async with self._write() as db:
+            pk = (await self._thread_row(db, tenant_id, thread_id))[0]
+            cursor = await db.execute(
+                "INSERT INTO memory_leases (thread_pk, owner, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (thread_pk) DO UPDATE SET owner = excluded.owner, "
+                "expires_at = excluded.expires_at WHERE memory_leases.expires_at < ?",
+                (pk, owner, _rows.later(now, ttl_seconds).isoformat(), now.isoformat()),
+            )
+            return cursor.rowcount == 1
+
+    async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._write() as db:
+            pk = (await self._thread_row(db, tenant_id, thread_id))[0]
+            await db.execute(
+                "DELETE FROM memory_leases WHERE thread_pk = ? AND owner = ?", (pk, owner)
+            )
 
     async def list_memory_states(
         self, *, tenant_id: str, thread_id: str, limit: int = 20

@@ -1,0 +1,33 @@
+"""The LLM client: protocol, OpenAI-compatible implementation, usage guard and trace.
+
+    from workingmem.llm import CallKind, CallMeta, GuardedClient, OpenAIClient, TokenBudgetGuard
+
+    client = GuardedClient(OpenAIClient(base_url="http://127.0.0.1:8000/v1"),
+                           guard=TokenBudgetGuard(default_budget=100_000))
+    meta = CallMeta(tenant_id="t1", kind=CallKind.MEMORY_WORKING, model="gpt-4.1-mini")
+    completion = await client.complete(model=meta.model, messages=messages, meta=meta)
+
+`workingmem.llm.testing` holds `ScriptedUpstream`, a real OpenAI-compatible server for tests.
+"""
+
+from .base import CallKind, CallMeta, Completion, LLMClient, LLMError, Usage, UsageRefusedError
+from .guard import AllowAllGuard, TokenBudgetGuard, UsageGuard
+from .openai_client import OpenAIClient
+from .trace import CallRecord, GuardedClient, LLMTracer
+
+__all__ = [
+    "AllowAllGuard",
+    "CallKind",
+    "CallMeta",
+    "CallRecord",
+    "Completion",
+    "GuardedClient",
+    "LLMClient",
+    "LLMError",
+    "LLMTracer",
+    "OpenAIClient",
+    "TokenBudgetGuard",
+    "Usage",
+    "UsageGuard",
+    "UsageRefusedError",
+]

@@ -1,0 +1,168 @@
+"""The LLM client protocol: one async chat-completion call, its meta, its result, its errors.
+
+    meta = CallMeta(tenant_id="t1", kind=CallKind.MEMORY_WORKING, model="gpt-4.1-mini",
+                    thread_id="th1", user_id="u1")
+    completion = await client.complete(model=meta.model, messages=messages, meta=meta)
+    completion.text, completion.usage.total_tokens
+
+Every helper call (the summary update, the query rewrite) carries a `CallMeta`, so a usage
+guard can refuse it and the trace can tell whose call it was (R10). The errors join the
+library's tree::
+
+    WorkingMemoryError
+    ├── LLMError                 the upstream failed, after the client's own retries
+    └── UsageRefusedError        the usage guard refused the call; nothing was sent
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import WorkingMemoryError
+from ..types import Message
+
+__all__ = [
+    "CallKind",
+    "CallMeta",
+    "Completion",
+    "LLMClient",
+    "LLMError",
+    "Usage",
+    "UsageRefusedError",
+]
+
+
+class CallKind(enum.StrEnum):
+    """What a model call is for; guards and traces tell helper calls apart by it."""
+
+    MEMORY_WORKING = "MEMORY_WORKING"
+    """The cheap-model update of a thread's summary and facts (spec 001, R7)."""
+
+    QUERY_REWRITE = "QUERY_REWRITE"
+    """A standalone search query from the latest user turn and the facts (R19)."""
+
+    ANSWER = "ANSWER"
+    """The answering model's call that a gateway forwards."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The tokens one call spent, as the upstream reported them (0 when it did not)."""
+
+    prompt_tokens: int = 0
+    """The input tokens."""
+    completion_tokens: int = 0
+    """The output tokens."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input and output together: what a token budget counts."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallMeta:
+    """Whose call this is and what for: what the usage guard and the trace see."""
+
+    tenant_id: str
+    """The tenant the call is billed to."""
+    kind: CallKind
+    """What the call is for."""
+    model: str
+    """The model the call goes to."""
+    thread_id: str | None = None
+    """The thread the call serves, when it serves one."""
+    user_id: str | None = None
+    """The user the call serves, when known."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The answer of one chat-completion call."""
+
+    text: str
+    """The assistant message's text; "" when it only called tools or said nothing."""
+    usage: Usage
+    """The tokens spent; zeros when the upstream did not say."""
+    model: str
+    """The model that answered, as the upstream names it."""
+    finish_reason: str | None = None
+    """``stop``, ``length``, ``tool_calls``, ``content_filter``, ...; None when not given."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """The tool calls of the answer, in OpenAI message format
+    (``{"id", "type": "function", "function": {"name", "arguments"}}``)."""
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """An async chat-completion client against an OpenAI-compatible upstream.
+
+    Implementations: `OpenAIClient` (the official SDK), `GuardedClient` (a wrapper that adds
+    the usage guard and the trace). A host may pass its own.
+    """
+
+    async def complete(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        meta: CallMeta,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        response_format: dict[str, Any] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> Completion:
+        """One chat completion.
+
+        Args:
+            model: The model id, as the upstream knows it.
+            messages: OpenAI chat-format messages.
+            meta: Whose call this is and what for.
+            max_tokens: The cap on the answer's tokens; None leaves it to the upstream.
+            temperature: None leaves it to the upstream.
+            response_format: Passed through: ``{"type": "json_object"}`` or a
+                ``{"type": "json_schema", ...}`` structured-output request.
+            tools: Tool definitions in OpenAI format, passed through.
+
+        Raises:
+            LLMError: The upstream failed, after the client's own retries.
+            UsageRefusedError: A usage guard refused the call; nothing was sent.
+        """
+        ...
+
+
+class LLMError(WorkingMemoryError):
+    """The upstream model call failed, after the client's bounded retries.
+
+    `status_code` is the HTTP status when the upstream answered (None for a timeout or a
+    connection failure); `retryable` says whether the same call may succeed later (429, 5xx,
+    timeouts, connection failures) or will fail again as it is (400, 401, 404, ...).
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retryable: bool = False
+    ) -> None:
+        self.status_code = status_code
+        self.retryable = retryable
+        prefix = f"upstream status {status_code}: " if status_code is not None else ""
+        super().__init__(f"{prefix}{message}")
+
+
+class UsageRefusedError(WorkingMemoryError):
+    """A usage guard refused a call before it was sent; `reason` is the guard's word."""
+
+    def __init__(self, meta: CallMeta, reason: str) -> None:
+        self.meta = meta
+        self.reason = reason
+        super().__init__(
+            f"{meta.kind} call of tenant {meta.tenant_id!r} to {meta.model!r} refused: {reason}"
+        )

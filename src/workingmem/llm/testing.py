@@ -1,0 +1,522 @@
+"""`ScriptedUpstream`: a real OpenAI-compatible HTTP server on 127.0.0.1, for tests.
+
+    async with ScriptedUpstream() as upstream:
+        upstream.push(
+            StatusError(429, retry_after=0.01),
+            Reply('{"summary": "..."}', prompt_tokens=120, completion_tokens=30),
+        )
+        client = OpenAIClient(base_url=upstream.base_url)
+        ...
+        assert len(upstream.requests) == 2  # the SDK retried once
+
+It speaks ``POST /v1/chat/completions`` (plain JSON or, for ``"stream": true``, server-sent
+events in the OpenAI chunk format, with the usage chunk when ``stream_options.include_usage``)
+and ``GET /v1/models``. Each request takes the next queued response; with the queue empty it
+asks the default responder, which echoes the last user message. Responses: `Reply` (text
+and/or tool calls, with usage), `RawBody`, `StatusError` (an OpenAI error body, optionally
+``Retry-After``), `Delay` (answer late, to trigger client timeouts) and `Drop` (close the
+connection without answering).
+
+The standard library only (``http.server``), in one background thread per connection; closing
+the server wakes every delayed answer and joins every thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, TypeAlias
+
+__all__ = [
+    "Delay",
+    "Drop",
+    "RawBody",
+    "Reply",
+    "Responder",
+    "ScriptedResponse",
+    "ScriptedUpstream",
+    "StatusError",
+    "echo",
+    "tool_call",
+]
+
+DEFAULT_MODEL = "scripted-model"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A successful chat completion: text, tool calls, or both."""
+
+    text: str | None = ""
+    """The assistant's content; None for a turn that only calls tools."""
+    prompt_tokens: int | None = None
+    """The reported input tokens; None estimates them from the request (chars / 4)."""
+    completion_tokens: int | None = None
+    """The reported output tokens; None estimates them from the text (chars / 4)."""
+    tool_calls: Sequence[Mapping[str, Any]] = ()
+    """Tool calls in OpenAI message format; see `tool_call`."""
+    finish_reason: str | None = None
+    """None picks ``tool_calls`` when there are calls, else ``stop``."""
+    model: str | None = None
+    """The model named in the answer; None repeats the request's."""
+    usage: bool = True
+    """False leaves the usage out of the answer, as some servers do."""
+    chunk_chars: int = 8
+    """When streamed: the characters of content per chunk."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawBody:
+    """Any body, verbatim: malformed JSON, a wrong shape, HTML from a proxy..."""
+
+    body: str | bytes
+    status: int = 200
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusError:
+    """An HTTP error with an OpenAI error body ``{"error": {"message", "type", "code"}}``."""
+
+    status: int
+    message: str | None = None
+    """None says what the status means."""
+    type: str | None = None
+    """None picks one from the status (``rate_limit_exceeded``, ``server_error``, ...)."""
+    code: str | None = None
+    retry_after: float | None = None
+    """Seconds, sent as ``retry-after-ms`` and ``Retry-After`` (which the SDK honours)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    """Waits `seconds`, then answers with `then`: long enough, a client times out first."""
+
+    seconds: float
+    then: ScriptedResponse = field(default_factory=Reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Closes the connection without answering, after reading the request."""
+
+
+ScriptedResponse: TypeAlias = Reply | RawBody | StatusError | Delay | Drop
+"""What the server does with one request."""
+
+Responder: TypeAlias = Callable[[dict[str, Any]], ScriptedResponse | str]
+"""Answers a request (its parsed JSON body) when the queue is empty; a str is a `Reply`."""
+
+
+def echo(request: dict[str, Any]) -> ScriptedResponse:
+    """The default responder: answers with the text of the last user message."""
+    for message in reversed(request.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return Reply(_text_of(message.get("content")))
+    return Reply("")
+
+
+def tool_call(
+    name: str, arguments: Mapping[str, Any] | str, *, id: str | None = None
+) -> dict[str, Any]:
+    """One tool call in OpenAI message format, for `Reply(tool_calls=...)`."""
+    return {
+        "id": id or f"call_{name}",
+        "type": "function",
+        "function": {
+            "name": name,
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
+
+
+class ScriptedUpstream:
+    """An OpenAI-compatible server on a free port of 127.0.0.1, scripted by the test.
+
+    Use it as a context manager, sync (``with``) or async (``async with``), or call `start`
+    and `close`. `requests` holds the JSON body of every chat-completion request received,
+    retries included, in order.
+
+    Args:
+        responder: Answers when the queue is empty; `echo` by default.
+        models: The ids ``GET /v1/models`` lists.
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        models: Sequence[str] = (DEFAULT_MODEL,),
+    ) -> None:
+        self.responder: Responder = responder or echo
+        self.models = tuple(models)
+        self._lock = threading.Lock()
+        self._queue: deque[ScriptedResponse] = deque()
+        self._requests: list[dict[str, Any]] = []
+        self._headers: list[dict[str, str]] = []
+        self._closing = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ids = itertools.count(1)
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> ScriptedUpstream:
+        """Binds a free port on 127.0.0.1 and serves in a background thread."""
+        if self._server is not None:
+            raise RuntimeError("ScriptedUpstream is already started")
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.upstream = self
+        self._closing.clear()
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"ScriptedUpstream:{server.server_address[1]}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stops serving, wakes delayed answers, joins every thread, closes the socket."""
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        self._closing.set()
+        server.shutdown()
+        thread.join()
+        server.server_close()  # joins the connection threads
+        self._server = self._thread = None
+
+    def __enter__(self) -> ScriptedUpstream:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ScriptedUpstream:
+        return self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Joining threads blocks: off the event loop, so a client on it can finish talking.
+        await asyncio.to_thread(self.close)
+
+    # -- the script ---------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: the `base_url` for an OpenAI client."""
+        if self._server is None:
+            raise RuntimeError("ScriptedUpstream is not started: use it in a with block")
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A copy of the chat-completion request bodies received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        """The HTTP headers of each request in `requests`, names lower-cased, same order."""
+        with self._lock:
+            return [dict(headers) for headers in self._headers]
+
+    @property
+    def pending(self) -> int:
+        """How many queued responses no request has taken yet."""
+        with self._lock:
+            return len(self._queue)
+
+    def push(self, *responses: ScriptedResponse | str) -> ScriptedUpstream:
+        """Queues responses after those already queued; a str is a `Reply` with that text."""
+        with self._lock:
+            self._queue.extend(_as_response(response) for response in responses)
+        return self
+
+    def script(self, *responses: ScriptedResponse | str) -> ScriptedUpstream:
+        """Replaces the queue with these responses."""
+        with self._lock:
+            self._queue.clear()
+        return self.push(*responses)
+
+    def _take(self, request: dict[str, Any], headers: dict[str, str]) -> ScriptedResponse:
+        with self._lock:
+            self._requests.append(request)
+            self._headers.append(headers)
+            if self._queue:
+                return self._queue.popleft()
+        return _as_response(self.responder(request))
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleeps up to `seconds`; False when the server is closing meanwhile."""
+        return not self._closing.wait(seconds)
+
+    def _completion_id(self) -> str:
+        return f"chatcmpl-scripted-{next(self._ids)}"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = True  # server_close() joins the connection threads
+    upstream: ScriptedUpstream
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.0"  # one request per connection: nothing lingers after close
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            data = [
+                {"id": model, "object": "model", "created": 0, "owned_by": "scripted"}
+                for model in self.server.upstream.models
+            ]
+            self._send_json(200, {"object": "list", "data": data})
+        else:
+            self._send_error(StatusError(404, f"no route GET {self.path}"))
+
+    def do_POST(self) -> None:
+        upstream = self.server.upstream
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_error(StatusError(404, f"no route POST {self.path}"))
+            return
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            self._send_error(StatusError(400, "the request body is not JSON"))
+            return
+        if not isinstance(request, dict):
+            self._send_error(StatusError(400, "the request body is not a JSON object"))
+            return
+        try:
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            response = upstream._take(request, headers)
+        except Exception as exc:  # a responder's bug: tell the client, keep serving
+            self._send_error(StatusError(500, f"the responder failed: {exc!r}"))
+            return
+        # A client that gave up (a timeout) has closed its end: nothing left to tell it.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._answer(response, request)
+
+    def _answer(self, response: ScriptedResponse, request: dict[str, Any]) -> None:
+        upstream = self.server.upstream
+        while isinstance(response, Delay):
+            if not upstream._wait(response.seconds):
+                return  # closing
+            response = response.then
+        if isinstance(response, Drop):
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        elif isinstance(response, RawBody):
+            body = response.body.encode() if isinstance(response.body, str) else response.body
+            self._send(response.status, body, response.content_type, response.headers)
+        elif isinstance(response, StatusError):
+            self._send_error(response)
+        elif request.get("stream"):
+            self._stream(response, request)
+        else:
+            self._send_json(200, _completion_body(response, request, upstream._completion_id()))
+
+    def _stream(self, reply: Reply, request: dict[str, Any]) -> None:
+        upstream = self.server.upstream
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        for chunk in _chunks(reply, request, upstream._completion_id(), include_usage):
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _send_error(self, error: StatusError) -> None:
+        headers = dict(error.headers)
+        if error.retry_after is not None:
+            headers.setdefault("retry-after-ms", str(max(0, round(error.retry_after * 1000))))
+            headers.setdefault("Retry-After", str(max(0, math.ceil(error.retry_after))))
+        body = {
+            "error": {
+                "message": error.message or f"scripted status {error.status}",
+                "type": error.type or _ERROR_TYPES.get(error.status, "invalid_request_error"),
+                "param": None,
+                "code": error.code,
+            }
+        }
+        self._send(error.status, json.dumps(body).encode(), "application/json", headers)
+
+    def _send_json(self, status: int, body: object) -> None:
+        self._send(status, json.dumps(body).encode(), "application/json", {})
+
+    def _send(
+        self, status: int, body: bytes, content_type: str, headers: Mapping[str, str]
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_exceeded",
+}
+
+
+def _as_response(response: ScriptedResponse | str) -> ScriptedResponse:
+    return Reply(response) if isinstance(response, str) else response
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def _estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _usage(reply: Reply, request: dict[str, Any]) -> dict[str, int]:
+    prompt = reply.prompt_tokens
+    if prompt is None:
+        prompt = sum(
+            _estimate_tokens(_text_of(message.get("content"))) + 4
+            for message in request.get("messages") or []
+            if isinstance(message, dict)
+        )
+    completion = reply.completion_tokens
+    if completion is None:
+        completion = _estimate_tokens(reply.text or "")
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _finish_reason(reply: Reply) -> str:
+    if reply.finish_reason is not None:
+        return reply.finish_reason
+    return "tool_calls" if reply.tool_calls else "stop"
+
+
+def _model(reply: Reply, request: dict[str, Any]) -> str:
+    return reply.model or str(request.get("model") or DEFAULT_MODEL)
+
+
+def _completion_body(reply: Reply, request: dict[str, Any], completion_id: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.tool_calls:
+        message["tool_calls"] = [dict(call) for call in reply.tool_calls]
+    body: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": _model(reply, request),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _finish_reason(reply),
+            }
+        ],
+    }
+    if reply.usage:
+        body["usage"] = _usage(reply, request)
+    return body
+
+
+def _chunks(
+    reply: Reply, request: dict[str, Any], completion_id: str, include_usage: bool
+) -> list[dict[str, Any]]:
+    """The OpenAI stream of one reply: role, content pieces, tool calls, finish, usage."""
+    created = int(time.time())
+    model = _model(reply, request)
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        if include_usage:
+            body["usage"] = None
+        return body
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    text = reply.text or ""
+    step = max(1, reply.chunk_chars)
+    chunks.extend(chunk({"content": text[i : i + step]}) for i in range(0, len(text), step))
+    for index, call in enumerate(reply.tool_calls):
+        function = call.get("function") or {}
+        chunks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.get("id"),
+                            "type": "function",
+                            "function": {
+                                "name": function.get("name"),
+                                "arguments": function.get("arguments", ""),
+                            },
+                        }
+                    ]
+                }
+            )
+        )
+    chunks.append(chunk({}, _finish_reason(reply)))
+    if include_usage:
+        usage_chunk = chunk({})
+        usage_chunk["choices"] = []
+        usage_chunk["usage"] = _usage(reply, request)
+        chunks.append(usage_chunk)
+    return chunks

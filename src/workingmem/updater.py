@@ -1,0 +1,192 @@
+"""SUMMARY_BUFFER's background update: due or not, single flight, chunked, compare-and-set.
+
+    updater = SummaryUpdater(store=store, summarizer=Summarizer(llm=client))
+    report = await updater.run(tenant_id="t1", thread_id="th1", user_id="u1", config=config,
+                               cheap_model_id="gpt-4o-mini")
+
+The state tells what is due: the turns after its `turn_count`. So a crash between turns loses
+nothing (the next run catches up), and the input is bounded whatever the thread's length: the
+old summary, the old facts and only the new turns, folded in chunks of at most
+`helper_input_max_tokens` tokens when many are due, oldest first, each chunk's result stored
+before the next is read (R7). One updater per thread at a time, across processes (a lease in
+the store); each write is a compare-and-set on the state's version, so a reset that lands
+mid-update wins and the update is dropped (R14).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import replace
+
+from .config import WorkingMemoryConfig
+from .errors import ConflictError
+from .llm import CallKind, CallMeta, LLMError, UsageRefusedError
+from .stores.base import StateWrite, ThreadStore
+from .summarizer import Caps, InvalidOutputError, Summarizer, render_turns
+from .tokens import Tokenizer, tokenizer_for
+from .types import ModelInfo, Turn, UpdateOutcome, UpdateReport
+
+__all__ = ["SummaryUpdater"]
+
+logger = logging.getLogger("workingmem.updater")
+
+_PAGE = 500
+
+
+class SummaryUpdater:
+    """Runs one due update of a thread's summary + facts; never raises into the caller."""
+
+    def __init__(
+        self, *, store: ThreadStore, summarizer: Summarizer, lease_seconds: float = 300.0
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.lease_seconds = lease_seconds
+
+    async def run(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        config: WorkingMemoryConfig,
+        cheap_model_id: str,
+        meta: CallMeta | None = None,
+    ) -> UpdateReport:
+        """Updates the state if due. Every failure is a report, never an exception."""
+        base = meta or CallMeta(
+            tenant_id=tenant_id, kind=CallKind.MEMORY_WORKING, model=cheap_model_id
+        )
+        call_meta = replace(
+            base,
+            kind=CallKind.MEMORY_WORKING,
+            model=cheap_model_id,
+            thread_id=thread_id,
+            user_id=user_id if user_id is not None else base.user_id,
+        )
+        owner = uuid.uuid4().hex
+        claimed = await self.store.claim_memory_update(
+            tenant_id=tenant_id, thread_id=thread_id, owner=owner, ttl_seconds=self.lease_seconds
+        )
+        if not claimed:
+            return UpdateReport(tenant_id, thread_id, UpdateOutcome.BUSY, "another updater runs")
+        try:
+            return await self._run_claimed(tenant_id, thread_id, config, call_meta)
+        finally:
+            await self.store.release_memory_update(
+                tenant_id=tenant_id, thread_id=thread_id, owner=owner
+            )
+
+    async def _run_claimed(
+        self, tenant_id: str, thread_id: str, config: WorkingMemoryConfig, meta: CallMeta
+    ) -> UpdateReport:
+        state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+        thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+        due = thread.turn_count - state.turn_count
+        if due < config.update_every_turns:
+            return UpdateReport(tenant_id, thread_id, UpdateOutcome.NOT_DUE, f"{due} new turns")
+
+        caps = Caps.of(config)
+        tokenizer = tokenizer_for(ModelInfo(id=meta.model, context_window=1_000_000))
+        summary, facts, version = state.summary, state.fact_details, state.version
+        calls = prompt_tokens = completion_tokens = 0
+        after = state.turn_count
+        while after < thread.turn_count:
+            chunk = await self._chunk(
+                tenant_id,
+                thread_id,
+                after,
+                thread.turn_count,
+                tokenizer,
+                config.helper_input_max_tokens,
+            )
+            outcome, detail = UpdateOutcome.UPDATED, ""
+            try:
+                calls += 1
+                result = await self.summarizer.update(
+                    summary=summary, facts=facts, turns=chunk, caps=caps, meta=meta
+                )
+            except UsageRefusedError as exc:
+                calls -= 1
+                outcome, detail = UpdateOutcome.REFUSED, str(exc)
+            except InvalidOutputError as exc:
+                outcome, detail = UpdateOutcome.INVALID_OUTPUT, str(exc)
+            except LLMError as exc:
+                outcome, detail = UpdateOutcome.UPSTREAM_ERROR, str(exc)
+            if outcome is not UpdateOutcome.UPDATED:
+                return UpdateReport(
+                    tenant_id,
+                    thread_id,
+                    outcome,
+                    detail,
+                    calls,
+                    prompt_tokens,
+                    completion_tokens,
+                )
+            prompt_tokens += result.usage.prompt_tokens
+            completion_tokens += result.usage.completion_tokens
+            covered = chunk[-1].seq or after
+            try:
+                written = await self.store.write_memory_state(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    write=StateWrite(
+                        expected_version=version,
+                        summary=result.summary,
+                        facts=result.facts,
+                        turn_count=covered,
+                        reason="update",
+                    ),
+                )
+            except ConflictError as exc:
+                return UpdateReport(
+                    tenant_id,
+                    thread_id,
+                    UpdateOutcome.CONFLICT,
+                    str(exc),
+                    calls,
+                    prompt_tokens,
+                    completion_tokens,
+                )
+            summary, facts, version, after = result.summary, result.facts, written.version, covered
+        return UpdateReport(
+            tenant_id,
+            thread_id,
+            UpdateOutcome.UPDATED,
+            "",
+            calls,
+            prompt_tokens,
+            completion_tokens,
+            turn_count=after,
+        )
+
+    async def _chunk(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        after: int,
+        upto: int,
+        tokenizer: Tokenizer,
+        max_tokens: int,
+    ) -> list[Turn]:
+        """The oldest due turns whose rendering fits `max_tokens` (at least one turn)."""
+        chunk: list[Turn] = []
+        used = 0
+        while after < upto:
+            page = await self.store.list_turns(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                after_seq=after,
+                limit=min(_PAGE, upto - after),
+            )
+            if not page:
+                break
+            for turn in page:
+                cost = tokenizer.count_text(render_turns([turn])) + 1
+                if chunk and used + cost > max_tokens:
+                    return chunk
+                chunk.append(turn)
+                used += cost
+            after = page[-1].seq or upto
+        return chunk

@@ -1,0 +1,1 @@
+"""Agent-editable working memory (spec 003)."""
