@@ -32,7 +32,7 @@ import tempfile
 import textwrap
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from importlib import metadata
@@ -112,19 +112,6 @@ class Run:
     """A fact that explains the figures, printed under the tables."""
 
 
-async def time_async(call: Callable[[], Awaitable[object]], *, repeat: int) -> Timing:
-    """`WARMUP_LOADS` untimed calls, then `repeat` timed ones."""
-    for _ in range(WARMUP_LOADS):
-        await call()
-    gc.collect()
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter_ns()
-        await call()
-        samples.append(time.perf_counter_ns() - start)
-    return Timing(tuple(samples))
-
-
 def time_sync(call: Callable[[], Any], *, repeat: int) -> tuple[Timing, Any]:
     """One untimed call, then up to `repeat` timed ones within `CELL_BUDGET_S`.
 
@@ -182,12 +169,16 @@ async def build_threads(
 async def time_loads(
     run: Run, store: wm.ThreadStore, tenant_id: str, sizes: list[int], repeat: int
 ) -> None:
-    """Times `repeat` loads of each size's thread, after `WARMUP_LOADS` untimed ones."""
+    """Times `repeat` loads of each size's thread, after `WARMUP_LOADS` untimed ones.
+
+    Interleaved: each round loads every size once, so a change in the machine's load during
+    the run (other processes) hits all sizes alike and the ratios between sizes stay fair.
+    """
     memory = wm.WorkingMemory(
         store=store, config=wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
     )
-    for size in sizes:
-        load = partial(
+    loads = {
+        size: partial(
             memory.load,
             tenant_id=tenant_id,
             thread_id=_thread_id(size),
@@ -195,9 +186,21 @@ async def time_loads(
             profile=PROFILE,
             budget_tokens=BUDGET_TOKENS,
         )
+        for size in sizes
+    }
+    for size, load in loads.items():
         run.windows[size] = (await load()).messages
-        progress(f"{run.name}: timing {repeat} loads at {size:,} turns")
-        run.loads[size] = await time_async(load, repeat=repeat)
+        for _ in range(WARMUP_LOADS):
+            await load()
+    progress(f"{run.name}: timing {repeat} rounds of loads at {len(sizes)} sizes")
+    samples: dict[int, list[int]] = {size: [] for size in sizes}
+    gc.collect()
+    for _ in range(repeat):
+        for size, load in loads.items():
+            start = time.perf_counter_ns()
+            await load()
+            samples[size].append(time.perf_counter_ns() - start)
+    run.loads.update((size, Timing(tuple(found))) for size, found in samples.items())
 
 
 def _thread_id(size: int) -> str:

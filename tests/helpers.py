@@ -31,16 +31,23 @@ def tool(call_id: str, text: str = "result") -> wm.Message:
     return {"role": "tool", "tool_call_id": call_id, "content": text}
 
 
+_OLD_FACT = re.compile(r"^- \[turns? (\d+)(?:-(\d+))?\] (.*)$", re.MULTILINE)
 _TURN_LINE = re.compile(r"^\[(\d+)\] (user|assistant|tool[^:]*): (.*)$", re.MULTILINE)
 
 
 def summarizing_responder(request: dict[str, Any]) -> Reply:
-    """A scripted cheap model: summarizes by quoting the turn range it read, and keeps one
-    fact per user turn that says "remember"; it answers JSON like a real helper would."""
+    """A scripted cheap model: summarizes by quoting the turn range it read, keeps the old
+    facts and adds one per user turn that says "remember"; it answers JSON like a real
+    helper would."""
     prompt = request["messages"][-1]["content"]
     turns = [(int(n), role, text) for n, role, text in _TURN_LINE.findall(prompt)]
     first, last = turns[0][0], turns[-1][0]
+    old_block = prompt.split("<facts>", 1)[-1].split("</facts>", 1)[0]
     facts = [
+        {"text": text, "first_turn": int(a), "last_turn": int(b or a)}
+        for a, b, text in _OLD_FACT.findall(old_block)
+    ]
+    facts += [
         {"text": text[:200], "first_turn": n, "last_turn": n}
         for n, role, text in turns
         if role == "user" and "remember" in text

@@ -16,6 +16,7 @@ async with await wm.open_store() as store:              # .workingmem/memory.db
 from .agent_memory import AgentMemory, AgentMemoryConfig, WorkingMemoryUpdate
 from .background import BackgroundQueue
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
+from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .errors import (
     ConflictError,
     ContextOverflowError,
@@ -24,6 +25,8 @@ from .errors import (
     ValidationError,
     WorkingMemoryError,
 )
+from .gateway import AnswerStream, AskResult, Gateway, ThreadMemory
+from .gateway_config import GatewayConfig, Overrides, Profiles
 from .llm import (
     CallKind,
     CallMeta,
@@ -39,6 +42,7 @@ from .llm import (
 )
 from .memory import WorkingMemory, WorkingMemoryProtocol
 from .prompts import PromptKind, PromptTemplates
+from .rewriter import QueryRewriter
 from .stores import SQLiteStore, StateWrite, ThreadStore, open_store
 from .stores.documents import DocumentStore, WorkingMemoryDocument
 from .summarizer import InvalidOutputError, Summarizer
@@ -64,15 +68,22 @@ __all__ = [
     "DISABLED_WINDOW_TURNS",
     "AgentMemory",
     "AgentMemoryConfig",
+    "AnswerStream",
+    "AskResult",
+    "AssembledContext",
+    "AssemblyWarning",
     "BackgroundQueue",
     "CallKind",
     "CallMeta",
     "Completion",
     "ConflictError",
+    "ContextAssembler",
     "ContextOverflowError",
     "CountedTurn",
     "DocumentStore",
     "Fact",
+    "Gateway",
+    "GatewayConfig",
     "GuardedClient",
     "InvalidOutputError",
     "LLMClient",
@@ -81,15 +92,19 @@ __all__ = [
     "ModelInfo",
     "NotFoundError",
     "OpenAIClient",
+    "Overrides",
     "Profile",
+    "Profiles",
     "PromptKind",
     "PromptTemplates",
+    "QueryRewriter",
     "SQLiteStore",
     "StateWrite",
     "StoreError",
     "Strategy",
     "Summarizer",
     "Thread",
+    "ThreadMemory",
     "ThreadStore",
     "TokenBudgetGuard",
     "Tokenizer",

@@ -6,11 +6,27 @@
                            guard=TokenBudgetGuard(default_budget=100_000))
     meta = CallMeta(tenant_id="t1", kind=CallKind.MEMORY_WORKING, model="gpt-4.1-mini")
     completion = await client.complete(model=meta.model, messages=messages, meta=meta)
+    async with contextlib.aclosing(client.stream(model=meta.model, messages=messages,
+                                                 meta=meta)) as events:
+        async for event in events:  # TextDelta..., then one StreamEnd (the whole Completion)
+            ...
 
 `workingmem.llm.testing` holds `ScriptedUpstream`, a real OpenAI-compatible server for tests.
 """
 
-from .base import CallKind, CallMeta, Completion, LLMClient, LLMError, Usage, UsageRefusedError
+from .base import (
+    CallKind,
+    CallMeta,
+    Completion,
+    LLMClient,
+    LLMError,
+    StreamEnd,
+    StreamEvent,
+    StreamingLLMClient,
+    TextDelta,
+    Usage,
+    UsageRefusedError,
+)
 from .guard import AllowAllGuard, TokenBudgetGuard, UsageGuard
 from .openai_client import OpenAIClient
 from .trace import CallRecord, GuardedClient, LLMTracer
@@ -26,6 +42,10 @@ __all__ = [
     "LLMError",
     "LLMTracer",
     "OpenAIClient",
+    "StreamEnd",
+    "StreamEvent",
+    "StreamingLLMClient",
+    "TextDelta",
     "TokenBudgetGuard",
     "Usage",
     "UsageGuard",

@@ -5,6 +5,11 @@
     completion = await client.complete(model=meta.model, messages=messages, meta=meta)
     completion.text, completion.usage.total_tokens
 
+    async with contextlib.aclosing(client.stream(model=meta.model, messages=messages,
+                                                 meta=meta)) as events:
+        async for event in events:  # TextDelta, TextDelta, ..., then one StreamEnd
+            ...
+
 Every helper call (the summary update, the query rewrite) carries a `CallMeta`, so a usage
 guard can refuse it and the trace can tell whose call it was (R10). The errors join the
 library's tree::
@@ -17,9 +22,9 @@ library's tree::
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import WorkingMemoryError
 from ..types import Message
@@ -30,6 +35,10 @@ __all__ = [
     "Completion",
     "LLMClient",
     "LLMError",
+    "StreamEnd",
+    "StreamEvent",
+    "StreamingLLMClient",
+    "TextDelta",
     "Usage",
     "UsageRefusedError",
 ]
@@ -135,6 +144,68 @@ class LLMClient(Protocol):
 
         Raises:
             LLMError: The upstream failed, after the client's own retries.
+            UsageRefusedError: A usage guard refused the call; nothing was sent.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the answer's text, as the upstream streamed it (never empty)."""
+
+    text: str
+    """The new characters; the pieces joined are `StreamEnd.completion.text`."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The last event of a stream: the whole answer, as `LLMClient.complete` returns it."""
+
+    completion: Completion
+    """The text joined, the tool calls assembled from their deltas (OpenAI message format),
+    the usage of the upstream's usage chunk (zeros when it sent none), finish reason, model."""
+
+
+StreamEvent: TypeAlias = TextDelta | StreamEnd
+"""What a stream yields: any number of `TextDelta`, then exactly one `StreamEnd`."""
+
+
+@runtime_checkable
+class StreamingLLMClient(Protocol):
+    """A chat-completion client that can stream the answer as it is generated.
+
+    Implementations: `OpenAIClient`, `GuardedClient`. Both return async generators, so a
+    consumer that stops early (an HTTP client went away) closes the stream with ``aclose()``,
+    or ``contextlib.aclosing``, and the upstream connection is released at once; one merely
+    dropped is closed later, when the event loop finalizes it.
+    """
+
+    def stream(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        meta: CallMeta,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """One streamed chat completion: `TextDelta` per piece of text, then one `StreamEnd`.
+
+        Nothing happens until the first event is awaited: errors, refusals included, are
+        raised from the iteration, not from this call.
+
+        Args:
+            model: The model id, as the upstream knows it.
+            messages: OpenAI chat-format messages.
+            meta: Whose call this is and what for.
+            max_tokens: The cap on the answer's tokens; None leaves it to the upstream.
+            temperature: None leaves it to the upstream.
+            tools: Tool definitions in OpenAI format, passed through.
+
+        Raises:
+            LLMError: The upstream failed, before the first event or in the middle of the
+                stream (a dropped connection, a stream cut short).
             UsageRefusedError: A usage guard refused the call; nothing was sent.
         """
         ...

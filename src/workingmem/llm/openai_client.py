@@ -9,21 +9,29 @@ server that needs no key works without one: the client sends a placeholder.
 Timeouts and retries are the SDK's own: `max_retries` bounded retries on 408/409/429/5xx,
 timeouts and dropped connections, with exponential backoff that honours ``Retry-After``. What
 still fails after them is an `LLMError` with the status and a short message.
+
+`stream` asks for ``stream_options.include_usage``, so the stream's last chunk carries the
+usage. A server that rejects the field (a 400 or 422 whose message names ``stream_options``)
+gets the same request once more without it, and this client stops asking: its streams then end
+with ``Usage(0, 0)``. Once the answer has begun nothing is retried: a failure mid-stream is an
+`LLMError` (the text already yielded cannot be taken back).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, cast
 
 import openai
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from ..errors import ValidationError
 from ..types import Message
-from .base import CallMeta, Completion, LLMError, Usage
+from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
 
 __all__ = ["NO_API_KEY", "OpenAIClient"]
 
@@ -32,6 +40,11 @@ NO_API_KEY = "no-key"
 
 _MESSAGE_CHARS = 300
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+_SDK_ERRORS = (openai.APIError, ValueError)
+"""What the SDK raises for a failed call: its own tree, and ValueError for a body it cannot
+parse (JSON errors, pydantic's validation errors)."""
+_SHAPE_ERRORS = (AttributeError, TypeError, IndexError, KeyError, ValueError)
+"""What reading a well-parsed answer of the wrong shape raises: the SDK does not validate."""
 
 
 class OpenAIClient:
@@ -78,6 +91,8 @@ class OpenAIClient:
             )
         self._client = client
         self._max_tokens_param = max_tokens_param
+        self._include_usage = True
+        """False once the upstream rejected ``stream_options``: streams stop asking for usage."""
 
     @property
     def base_url(self) -> str:
@@ -96,39 +111,102 @@ class OpenAIClient:
         tools: Sequence[dict[str, Any]] | None = None,
     ) -> Completion:
         """One chat completion; see `LLMClient.complete`. `meta` is not sent upstream."""
+        options = self._options(max_tokens, temperature, tools)
+        if response_format is not None:
+            options["response_format"] = response_format
+        try:
+            response = await self._client.chat.completions.create(
+                model=model, messages=cast(Any, list(messages)), **options
+            )
+        except _SDK_ERRORS as exc:
+            raise _llm_error(exc) from exc
+        try:
+            return _completion(response, model)
+        except _SHAPE_ERRORS as exc:
+            # The SDK builds its models without validation: a wrong shape surfaces here.
+            raise LLMError(f"the upstream's answer has the wrong shape: {_cause(exc)}") from exc
+
+    async def stream(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        meta: CallMeta,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One streamed chat completion; see `StreamingLLMClient.stream`.
+
+        Yields a `TextDelta` per non-empty piece of content, then one `StreamEnd`. The SDK's
+        retries apply until the upstream starts answering; after that, a dropped connection or
+        a stream that ends before its ``finish_reason`` is a retryable `LLMError`. Closing the
+        generator early (``aclose()``) closes the HTTP response. `meta` is not sent upstream.
+        """
+        options = self._options(max_tokens, temperature, tools)
+        chunks = await self._open_stream(model, list(messages), options)
+        answer = _StreamedAnswer(model=model)
+        try:
+            while True:
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except _SDK_ERRORS as exc:
+                    raise _llm_error(exc, midstream=True) from exc
+                try:
+                    text = answer.add(chunk)
+                except _SHAPE_ERRORS as exc:
+                    raise LLMError(
+                        f"the upstream's stream has the wrong shape: {_cause(exc)}"
+                    ) from exc
+                if text:
+                    yield TextDelta(text)
+        finally:
+            await chunks.close()  # releases the connection, also when the consumer stopped
+        yield StreamEnd(answer.completion())
+
+    async def _open_stream(
+        self, model: str, messages: list[Message], options: dict[str, Any]
+    ) -> openai.AsyncStream[ChatCompletionChunk]:
+        """Sends the streamed request; once more without ``stream_options`` if it is rejected."""
+        if self._include_usage:
+            try:
+                return await self._create_stream(
+                    model, messages, {**options, "stream_options": {"include_usage": True}}
+                )
+            except _SDK_ERRORS as exc:
+                if not _rejects_stream_options(exc):
+                    raise _llm_error(exc) from exc
+            self._include_usage = False  # this server does not know the field
+        try:
+            return await self._create_stream(model, messages, options)
+        except _SDK_ERRORS as exc:
+            raise _llm_error(exc) from exc
+
+    async def _create_stream(
+        self, model: str, messages: list[Message], options: dict[str, Any]
+    ) -> openai.AsyncStream[ChatCompletionChunk]:
+        response = await self._client.chat.completions.create(
+            model=model, messages=cast(Any, messages), stream=True, **options
+        )
+        return cast("openai.AsyncStream[ChatCompletionChunk]", response)
+
+    def _options(
+        self,
+        max_tokens: int | None,
+        temperature: float | None,
+        tools: Sequence[dict[str, Any]] | None,
+    ) -> dict[str, Any]:
+        """The request fields a caller set; what is None (or no tools) is left out."""
         options: dict[str, Any] = {}
         if max_tokens is not None:
             options[self._max_tokens_param] = max_tokens
         if temperature is not None:
             options["temperature"] = temperature
-        if response_format is not None:
-            options["response_format"] = response_format
         if tools:
             options["tools"] = list(tools)
-        try:
-            response = await self._client.chat.completions.create(
-                model=model, messages=cast(Any, list(messages)), **options
-            )
-        except openai.APITimeoutError as exc:
-            raise LLMError("the upstream timed out", retryable=True) from exc
-        except openai.APIConnectionError as exc:
-            raise LLMError(f"could not reach the upstream: {_cause(exc)}", retryable=True) from exc
-        except openai.APIStatusError as exc:
-            status = exc.status_code
-            raise LLMError(
-                _error_message(exc),
-                status_code=status,
-                retryable=status in _RETRYABLE_STATUS or status >= 500,
-            ) from exc
-        except openai.APIError as exc:
-            raise LLMError(f"the upstream's answer is unreadable: {_short(exc.message)}") from exc
-        except ValueError as exc:  # a body that is not JSON, or JSON the SDK cannot read
-            raise LLMError(f"the upstream's answer is unreadable: {_cause(exc)}") from exc
-        try:
-            return _completion(response, model)
-        except (AttributeError, TypeError, IndexError, KeyError, ValueError) as exc:
-            # The SDK builds its models without validation: a wrong shape surfaces here.
-            raise LLMError(f"the upstream's answer has the wrong shape: {_cause(exc)}") from exc
+        return options
 
     async def aclose(self) -> None:
         """Closes the SDK client's connections, unless the host passed its own client."""
@@ -168,6 +246,127 @@ def _completion(response: object, model: str) -> Completion:
         tool_calls=tuple(
             call.model_dump(mode="json", exclude_none=True) for call in message.tool_calls or ()
         ),
+    )
+
+
+@dataclass(slots=True)
+class _StreamedAnswer:
+    """The answer assembled from stream chunks: text, tool calls by index, usage, finish."""
+
+    model: str
+    """The request's model, until a chunk names the one that answered."""
+    named_model: str | None = None
+    text: list[str] = field(default_factory=list)
+    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """``{"id", "name", "arguments"}`` per tool-call index, as far as the deltas went."""
+    usage: Usage | None = None
+    finish_reason: str | None = None
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        """Takes in one chunk; returns its new text ("" for none)."""
+        if self.named_model is None and chunk.model:
+            self.named_model = chunk.model
+        if chunk.usage is not None:  # the include_usage chunk; some servers send it on each
+            self.usage = Usage(
+                prompt_tokens=chunk.usage.prompt_tokens or 0,
+                completion_tokens=chunk.usage.completion_tokens or 0,
+            )
+        text = ""
+        for choice in chunk.choices or ():
+            if choice.index not in (0, None):  # we never ask for n > 1; some servers omit it
+                continue
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                text += delta.content
+            for call in delta.tool_calls or ():
+                self._add_tool_call(call)
+        if text:
+            self.text.append(text)
+        return text
+
+    def _add_tool_call(self, delta: ChoiceDeltaToolCall) -> None:
+        """Merges one tool-call delta into its call, found by index.
+
+        The arguments are concatenated; the id and the name are taken from the first delta
+        that has them, so a server that repeats them on every delta does not double them.
+        """
+        index = delta.index if delta.index is not None else self._index_of(delta.id)
+        call = self.tool_calls.setdefault(index, {"id": None, "name": None, "arguments": ""})
+        if call["id"] is None and delta.id:
+            call["id"] = delta.id
+        function = delta.function
+        if function is None:
+            return
+        if call["name"] is None and function.name:
+            call["name"] = function.name
+        if function.arguments:
+            call["arguments"] += function.arguments
+
+    def _index_of(self, call_id: str | None) -> int:
+        """The index of a delta without one (some servers leave it out): the call with its id;
+        a new call for a new id; without an id, the continuation of the last call."""
+        for index, call in self.tool_calls.items():
+            if call_id and call["id"] == call_id:
+                return index
+        last = max(self.tool_calls, default=-1)
+        return last + 1 if call_id or last < 0 else last
+
+    def completion(self) -> Completion:
+        """The whole answer; an `LLMError` when the stream stopped before its finish reason."""
+        if self.finish_reason is None:
+            raise LLMError(
+                "the upstream's stream ended before the answer did (no finish_reason)",
+                retryable=True,
+            )
+        calls = tuple(
+            {
+                "id": call["id"] or f"call_{index}",
+                "type": "function",
+                "function": {"name": call["name"] or "", "arguments": call["arguments"]},
+            }
+            for index, call in sorted(self.tool_calls.items())
+        )
+        return Completion(
+            text="".join(self.text),
+            usage=self.usage or Usage(),
+            model=self.named_model or self.model,
+            finish_reason=self.finish_reason,
+            tool_calls=calls,
+        )
+
+
+def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
+    """The SDK's failure as an `LLMError`: status, retryability and a short message."""
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMError("the upstream timed out", retryable=True)
+    if isinstance(exc, openai.APIConnectionError):
+        if midstream:
+            return LLMError(f"the upstream's stream broke off: {_cause(exc)}", retryable=True)
+        return LLMError(f"could not reach the upstream: {_cause(exc)}", retryable=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        return LLMError(
+            _error_message(exc),
+            status_code=status,
+            retryable=status in _RETRYABLE_STATUS or status >= 500,
+        )
+    if isinstance(exc, openai.APIError):
+        if midstream:  # an error event the server sent in place of the next chunk
+            return LLMError(f"the upstream failed mid-stream: {_short(exc.message)}")
+        return LLMError(f"the upstream's answer is unreadable: {_short(exc.message)}")
+    return LLMError(f"the upstream's answer is unreadable: {_cause(exc)}")
+
+
+def _rejects_stream_options(exc: Exception) -> bool:
+    """A server that does not know ``stream_options`` says so with a 400 (or a 422)."""
+    return (
+        isinstance(exc, openai.APIStatusError)
+        and exc.status_code in (400, 422)
+        and "stream_options" in _error_message(exc)
     )
 
 

@@ -15,7 +15,7 @@ and ``GET /v1/models``. Each request takes the next queued response; with the qu
 asks the default responder, which echoes the last user message. Responses: `Reply` (text
 and/or tool calls, with usage), `RawBody`, `StatusError` (an OpenAI error body, optionally
 ``Retry-After``), `Delay` (answer late, to trigger client timeouts) and `Drop` (close the
-connection without answering).
+connection without answering); ``Reply(drop_after_chunks=n)`` breaks a stream off midway.
 
 The standard library only (``http.server``), in one background thread per connection; closing
 the server wakes every delayed answer and joins every thread.
@@ -74,6 +74,10 @@ class Reply:
     """False leaves the usage out of the answer, as some servers do."""
     chunk_chars: int = 8
     """When streamed: the characters of content per chunk."""
+    drop_after_chunks: int | None = None
+    """When streamed: close the connection after this many chunks, the body unfinished (the
+    response declares its full length, so the client sees the stream broken off, as when a
+    server crashes or a proxy cuts it). None streams the whole answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,13 +356,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        for chunk in _chunks(reply, request, upstream._completion_id(), include_usage):
-            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        chunks = _chunks(reply, request, upstream._completion_id(), include_usage)
+        events = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
+        events.append(b"data: [DONE]\n\n")
+        if reply.drop_after_chunks is not None:
+            self.send_header("Content-Length", str(sum(map(len, events))))
+        self.end_headers()
+        for number, event in enumerate(events):
+            if number == reply.drop_after_chunks:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(event)
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.wfile.flush()
 
     def _send_error(self, error: StatusError) -> None:
         headers = dict(error.headers)
@@ -475,6 +486,7 @@ def _chunks(
     reply: Reply, request: dict[str, Any], completion_id: str, include_usage: bool
 ) -> list[dict[str, Any]]:
     """The OpenAI stream of one reply: role, content pieces, tool calls, finish, usage."""
+    include_usage = include_usage and reply.usage  # Reply(usage=False): a server without it
     created = int(time.time())
     model = _model(reply, request)
 

@@ -2,9 +2,11 @@
 
     client = GuardedClient(OpenAIClient(), guard=TokenBudgetGuard(default_budget=100_000))
     completion = await client.complete(model="gpt-4.1-mini", messages=messages, meta=meta)
+    async for event in client.stream(model="gpt-4.1-mini", messages=messages, meta=meta):
+        ...
 
-Each call leaves one log line on the standard `logging` logger ``workingmem.llm`` (INFO when it
-answered, WARNING when it was refused or failed)::
+Each call, streamed or not, leaves one log line on the standard `logging` logger
+``workingmem.llm`` (INFO when it answered, WARNING when it was refused, failed or cancelled)::
 
     llm.call kind=MEMORY_WORKING outcome=ok tenant=t1 thread=th1 user=u1 model=gpt-4.1-mini
         prompt_tokens=812 completion_tokens=95 total_tokens=907 duration_ms=640.2
@@ -12,7 +14,8 @@ answered, WARNING when it was refused or failed)::
 The same fields ride on the record as ``record.llm`` (a dict) for structured log handlers.
 When `opentelemetry-api` is installed (the ``otel`` extra), each call is also a client span
 named ``workingmem.llm.<kind>`` with the GenAI semantic-convention attributes; without it,
-tracing costs nothing beyond the log line.
+tracing costs nothing beyond the log line. A streamed call's span is not made the current span:
+a stream's steps run wherever its consumer iterates it, and may end in another task.
 """
 
 from __future__ import annotations
@@ -23,12 +26,21 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..types import Message
-from .base import CallMeta, Completion, LLMClient, LLMError, UsageRefusedError
+from .base import (
+    CallMeta,
+    Completion,
+    LLMClient,
+    LLMError,
+    StreamEnd,
+    StreamEvent,
+    StreamingLLMClient,
+    UsageRefusedError,
+)
 from .guard import AllowAllGuard, UsageGuard
 
 try:
@@ -45,7 +57,8 @@ LOGGER_NAME = "workingmem.llm"
 TRACER_NAME = "workingmem.llm"
 
 Outcome = Literal["ok", "refused", "error", "cancelled"]
-"""How a call ended: answered, refused by the guard, failed, or cancelled by its caller."""
+"""How a call ended: answered, refused by the guard, failed, or cancelled by its caller (a
+task cancelled, or a stream its consumer closed before the end)."""
 
 _BARE = re.compile(r"[\w.:/@+-]+")
 
@@ -76,7 +89,9 @@ class CallRecord:
         self.reason = reason
 
     def failed(self, error: BaseException) -> None:
-        self.outcome = "cancelled" if isinstance(error, asyncio.CancelledError) else "error"
+        # GeneratorExit: the consumer of a stream closed it before its end.
+        cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
+        self.outcome = "cancelled" if cancelled else "error"
         self.error = error
 
     def fields(self) -> dict[str, Any]:
@@ -130,15 +145,21 @@ class LLMTracer:
         self._otel = otel and otel_trace is not None
 
     @contextmanager
-    def call(self, meta: CallMeta) -> Iterator[CallRecord]:
+    def call(self, meta: CallMeta, *, current: bool = True) -> Iterator[CallRecord]:
         """Traces the call the `with` block makes; the block reports into the record.
 
         An exception that leaves the block marks the call failed (or cancelled) unless the
         block already said how it ended, as a refusal does before it raises.
+
+        Args:
+            meta: Whose call, what for.
+            current: Makes the span the current one inside the block (spans of the HTTP
+                request become its children). False for a block that spans the ``yield``s of
+                an async generator, where the current context is the consumer's.
         """
         record = CallRecord(meta=meta)
         started = time.perf_counter()
-        with self._span(meta) as span:
+        with self._span(meta, current=current) as span:
             try:
                 yield record
             except BaseException as exc:
@@ -151,7 +172,7 @@ class LLMTracer:
                     _finish_span(span, record)
                 self._log(record)
 
-    def _span(self, meta: CallMeta) -> AbstractContextManager[Span | None]:
+    def _span(self, meta: CallMeta, *, current: bool) -> AbstractContextManager[Span | None]:
         if not self._otel:
             return nullcontext()
         tracer = otel_trace.get_tracer(TRACER_NAME, tracer_provider=self._provider)
@@ -165,8 +186,13 @@ class LLMTracer:
             attributes["workingmem.thread_id"] = meta.thread_id
         if meta.user_id is not None:
             attributes["workingmem.user_id"] = meta.user_id
+        name = f"workingmem.llm.{meta.kind.value}"
+        if not current:
+            return _ended(
+                tracer.start_span(name, kind=otel_trace.SpanKind.CLIENT, attributes=attributes)
+            )
         return tracer.start_as_current_span(
-            f"workingmem.llm.{meta.kind.value}",
+            name,
             kind=otel_trace.SpanKind.CLIENT,
             attributes=attributes,
             record_exception=False,
@@ -180,6 +206,15 @@ class LLMTracer:
         fields = record.fields()
         line = " ".join(f"{key}={_quote(value)}" for key, value in fields.items())
         self.logger.log(level, "llm.call %s", line, extra={"llm": fields})
+
+
+@contextmanager
+def _ended(span: Span) -> Iterator[Span]:
+    """A span that is not made current, ended when the block ends."""
+    try:
+        yield span
+    finally:
+        span.end()
 
 
 def _finish_span(span: Span, record: CallRecord) -> None:
@@ -212,9 +247,10 @@ class GuardedClient:
     The order of one call: ``guard.check`` (a refusal raises `UsageRefusedError` and sends
     nothing) → the wrapped client → ``guard.record(usage)``. Every path, refusal and failure
     included, leaves one trace. `LLMError` from the wrapped client passes through unchanged.
+    `stream` does the same for a streamed call, when the wrapped client can stream.
 
     Args:
-        client: The client that makes the call.
+        client: The client that makes the call; a `StreamingLLMClient` too for `stream`.
         guard: The usage guard; `AllowAllGuard` by default.
         tracer: The trace; an `LLMTracer` on the ``workingmem.llm`` logger by default.
     """
@@ -266,3 +302,70 @@ class GuardedClient:
             await self.guard.record(meta, completion.usage)
             record.succeeded(completion)
             return completion
+
+    async def stream(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        meta: CallMeta,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One guarded, traced, streamed chat completion; see `StreamingLLMClient.stream`.
+
+        The guard is asked when the first event is awaited, before anything is sent. The
+        events of the wrapped client pass through; at its `StreamEnd` the usage is recorded
+        with the guard and the trace is written, before the `StreamEnd` is handed on, so a
+        consumer that stops right after it loses nothing.
+
+        A stream that fails or that its consumer closes early is traced as ``error`` or
+        ``cancelled``; the guard records nothing for it, as the upstream reports the usage
+        only at the end (those tokens escape a `TokenBudgetGuard`).
+
+        Raises:
+            LLMError: From the wrapped client, unchanged.
+            UsageRefusedError: The guard refused the call; nothing was sent.
+            TypeError: The wrapped client cannot stream.
+        """
+        if meta.model != model:
+            meta = dataclasses.replace(meta, model=model)
+        inner = self.client
+        if not isinstance(inner, StreamingLLMClient):
+            raise TypeError(f"{type(inner).__name__} cannot stream: it has no stream method")
+        end: StreamEnd | None = None
+        with self.tracer.call(meta, current=False) as record:
+            reason = await self.guard.check(meta)
+            if reason is not None:
+                record.refused(reason)
+                raise UsageRefusedError(meta, reason)
+            events = inner.stream(
+                model=model,
+                messages=messages,
+                meta=meta,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                tools=tools,
+            )
+            try:
+                async for event in events:
+                    if isinstance(event, StreamEnd):
+                        end = event
+                        break
+                    yield event
+            finally:
+                await _aclose(events)
+            if end is None:
+                raise LLMError(f"{type(inner).__name__}.stream ended without a StreamEnd")
+            record.completion = end.completion  # traced with its usage even if record() fails
+            await self.guard.record(meta, end.completion.usage)
+            record.succeeded(end.completion)
+        yield end
+
+
+async def _aclose(events: AsyncIterator[StreamEvent]) -> None:
+    """Closes a stream that may be left before its end (any async generator is closable)."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()

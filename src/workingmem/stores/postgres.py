@@ -38,6 +38,10 @@ _THREAD_COLUMNS = (
     "id, tenant_id, thread_id, user_id, turn_count, last_unit_seq, tokenizers, created_at, "
     "updated_at"
 )
+_THREAD_COLUMNS_TH = (
+    "th.id, th.tenant_id, th.thread_id, th.user_id, th.turn_count, th.last_unit_seq, "
+    "th.tokenizers, th.created_at, th.updated_at"
+)
 _MIGRATION_LOCK = 0x776D656D  # "wmem": one migrator at a time across workers
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -63,8 +67,10 @@ class PostgresStore(PostgresDocuments):
     @classmethod
     async def open(cls, url: str, *, min_size: int = 1, max_size: int = 10) -> PostgresStore:
         """Connects a pool to `url` and migrates the schema."""
+        # Autocommit: a single-statement read is one round trip; writes open their own
+        # transaction blocks.
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            url, min_size=min_size, max_size=max_size, open=False
+            url, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": True}
         )
         try:
             await pool.open(wait=True, timeout=15)
@@ -97,6 +103,17 @@ class PostgresStore(PostgresDocuments):
     async def _tx(self) -> AsyncIterator[Conn]:
         try:
             async with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except WorkingMemoryError:
+            raise
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL failed: {exc}") from exc
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[Conn]:
+        """A connection for one read statement, outside a transaction block."""
+        try:
+            async with self._pool.connection() as conn:
                 yield conn
         except WorkingMemoryError:
             raise
@@ -247,21 +264,30 @@ class PostgresStore(PostgresDocuments):
         before_seq: int | None = None,
     ) -> Tail:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._tx() as conn:
-            row = await self._thread_row(conn, tenant_id, thread_id)
-            pk = row[0]
-            upper = row[4] + 1 if before_seq is None else before_seq
+        # One statement, one round trip, outside a transaction block (it is its own
+        # snapshot). The count is a per-row index lookup, so the plan does not depend on the
+        # planner's statistics of a thread that grew in a burst.
+        async with self._read() as conn:
             cursor = await conn.execute(
-                "SELECT t.seq, t.unit_seq, t.message, k.tokens FROM turns AS t "
-                "LEFT JOIN turn_tokens AS k "
-                "ON k.thread_pk = t.thread_pk AND k.tokenizer = %s AND k.seq = t.seq "
-                "WHERE t.thread_pk = %s AND t.seq < %s ORDER BY t.seq DESC LIMIT %s",
-                (tokenizer.key, pk, upper, limit),
+                f"SELECT {_THREAD_COLUMNS_TH}, t.seq, t.unit_seq, t.message, t.tokens "
+                "FROM threads AS th LEFT JOIN LATERAL ("
+                " SELECT u.seq, u.unit_seq, u.message, (SELECT k.tokens FROM turn_tokens AS k"
+                "  WHERE k.thread_pk = u.thread_pk AND k.tokenizer = %s AND k.seq = u.seq)"
+                "  AS tokens"
+                " FROM turns AS u WHERE u.thread_pk = th.id"
+                " AND u.seq < coalesce(%s, th.turn_count + 1)"
+                " ORDER BY u.seq DESC LIMIT %s) AS t ON true "
+                "WHERE th.tenant_id = %s AND th.thread_id = %s ORDER BY t.seq DESC",
+                (tokenizer.key, before_seq, limit, tenant_id, thread_id),
             )
             rows = await cursor.fetchall()
-        turns, missing = _rows.counted_tail(tokenizer, rows)
+        if not rows:
+            raise NotFoundError("thread", thread_id)
+        row = tuple(rows[0][:9])
+        tail = [r[9:] for r in rows if r[9] is not None]
+        turns, missing = _rows.counted_tail(tokenizer, tail)
         if missing or tokenizer.key not in _rows.tokenizers_of(row[6]):
-            await self._remember_counts(pk, tokenizer.key, missing)
+            await self._remember_counts(row[0], tokenizer.key, missing)
         return Tail(thread=_thread(row), turns=turns)
 
     async def _remember_counts(self, pk: int, key: str, counts: dict[int, int]) -> None:

@@ -37,6 +37,10 @@ from .migrations import load_migrations
 
 __all__ = ["SQLiteStore"]
 
+_THREAD_COLUMNS_TH = (
+    "th.id, th.tenant_id, th.thread_id, th.user_id, th.turn_count, th.last_unit_seq, "
+    "th.tokenizers, th.created_at, th.updated_at"
+)
 _THREAD_COLUMNS = (
     "id, tenant_id, thread_id, user_id, turn_count, last_unit_seq, tokenizers, created_at, "
     "updated_at"
@@ -282,21 +286,27 @@ class SQLiteStore(SQLiteDocuments):
         before_seq: int | None = None,
     ) -> Tail:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._read() as db:
-            row = await self._thread_row(db, tenant_id, thread_id)
-            pk = row[0]
-            upper = row[4] + 1 if before_seq is None else before_seq
-            async with db.execute(
-                "SELECT t.seq, t.unit_seq, t.message, k.tokens FROM turns AS t "
-                "LEFT JOIN turn_tokens AS k "
-                "ON k.thread_pk = t.thread_pk AND k.tokenizer = ? AND k.seq = t.seq "
-                "WHERE t.thread_pk = ? AND t.seq < ? ORDER BY t.seq DESC LIMIT ?",
-                (tokenizer.key, pk, upper, limit),
-            ) as cursor:
-                rows = await cursor.fetchall()
-        turns, missing = _rows.counted_tail(tokenizer, list(rows))
+        # One statement, one trip to the driver's thread: the thread row joined to its tail.
+        # A single SELECT is its own snapshot; an empty thread still gives its row.
+        async with self._read_lock:
+            rows = list(
+                await self._reader.execute_fetchall(
+                    f"SELECT {_THREAD_COLUMNS_TH}, t.seq, t.unit_seq, t.message, "
+                    "(SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = th.id "
+                    "AND k.tokenizer = ? AND k.seq = t.seq) "
+                    "FROM threads AS th LEFT JOIN turns AS t ON t.thread_pk = th.id "
+                    "AND t.seq < coalesce(?, th.turn_count + 1) "
+                    "WHERE th.tenant_id = ? AND th.thread_id = ? ORDER BY t.seq DESC LIMIT ?",
+                    (tokenizer.key, before_seq, tenant_id, thread_id, limit),
+                )
+            )
+        if not rows:
+            raise NotFoundError("thread", thread_id)
+        row = tuple(rows[0][:9])
+        tail = [r[9:] for r in rows if r[9] is not None]
+        turns, missing = _rows.counted_tail(tokenizer, tail)
         if missing or tokenizer.key not in _rows.tokenizers_of(row[6]):
-            await self._remember_counts(pk, tokenizer.key, missing)
+            await self._remember_counts(row[0], tokenizer.key, missing)
         return Tail(thread=_thread(row), turns=turns)
 
     async def _remember_counts(self, pk: int, key: str, counts: dict[int, int]) -> None:

@@ -1,0 +1,229 @@
+"""ContextAssembler: one model request under the model's window (R16, R17).
+
+    assembler = ContextAssembler(memory=memory, agent_memory=agent_memory)
+    context = await assembler.build(tenant_id="t1", thread_id="th1", user_id="u1",
+                                    profile=profile, model=ModelInfo(id="gpt-4o",
+                                    context_window=128_000))
+    context.messages   # system first, then the history; fits the window with the reserve
+
+The system prompt is the profile's template with its ``{memory}`` slot filled by the agent's
+working-memory instruction block and, under "About this conversation", the notes of
+`WorkingMemory.load` (no such section without notes). A template without the slot gets the
+memory appended, so a host's prompt never silently drops it.
+
+`budget_tokens` = context window - the rendered system prompt - the tool definitions - the
+output reserve (R16). The notes are only known after `load`, so they are added after it; if
+the request is then over the window, the history is trimmed oldest unit first, with a
+`turns_trimmed` warning (R17). The same trimming applies to a host's own WorkingMemory that
+returns more than the budget, or a window that is not provider-valid (orphaned tool results,
+calls without their results are dropped, the window opens on a user turn).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .agent_memory import AgentMemory
+from .config import Profile
+from .errors import ContextOverflowError
+from .memory import WorkingMemoryProtocol
+from .strategies import select_window
+from .tokens import Tokenizer, tokenizer_for
+from .types import CountedTurn, Message, ModelInfo, WorkingMemoryLoad
+
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "MEMORY_SLOT",
+    "AssembledContext",
+    "AssemblyWarning",
+    "ContextAssembler",
+    "render_memory_slot",
+]
+
+MEMORY_SLOT = "{memory}"
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant.\n\n{memory}"
+NOTES_HEADING = "## About this conversation"
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyWarning:
+    """Something the assembler had to do that the host should know about."""
+
+    code: str
+    """``turns_trimmed``: history over the budget was dropped, oldest unit first."""
+    detail: str
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    """The request for one model call, and what each part cost."""
+
+    messages: list[Message]
+    """System prompt first, then the history, the current user turn last."""
+    tokens: int
+    """The messages' tokens with the model's tokenizer (chat overhead included)."""
+    budget_tokens: int
+    """What was left for the history after the system prompt, tools and output reserve."""
+    parts: dict[str, int]
+    """Tokens per part: ``system``, ``working_memory``, ``notes``, ``history``, ``tools``."""
+    warnings: list[AssemblyWarning] = field(default_factory=list)
+    loaded: WorkingMemoryLoad | None = None
+    """What `WorkingMemory.load` returned, before any trimming."""
+
+
+def render_memory_slot(instructions: str, notes: str) -> str:
+    """The text of the ``{memory}`` slot: the working-memory block, then the notes."""
+    parts = [instructions.strip()] if instructions.strip() else []
+    if notes.strip():
+        parts.append(f"{NOTES_HEADING}\n{notes.strip()}")
+    return "\n\n".join(parts)
+
+
+def _render_system(template: str, memory: str) -> str:
+    if MEMORY_SLOT in template:
+        return template.replace(MEMORY_SLOT, memory).strip()
+    return f"{template.rstrip()}\n\n{memory}".strip() if memory else template.strip()
+
+
+class ContextAssembler:
+    """Builds the model request: system prompt, memory, history, under the window."""
+
+    def __init__(
+        self, *, memory: WorkingMemoryProtocol, agent_memory: AgentMemory | None = None
+    ) -> None:
+        self.memory = memory
+        self.agent_memory = agent_memory
+
+    async def build(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        profile: Profile,
+        model: ModelInfo,
+        system_prompt: str | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+        output_reserve_tokens: int | None = None,
+    ) -> AssembledContext:
+        """Assembles the request; `ContextOverflowError` when even the current turn cannot fit.
+
+        Args:
+            system_prompt: overrides the profile's template for this call.
+            tools: the tool definitions the call sends (their tokens count against the window).
+            output_reserve_tokens: tokens kept for the answer; the profile's, else the model's
+                `max_output_tokens`.
+        """
+        tokenizer = tokenizer_for(model)
+        template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
+        instructions = await self._instructions(tenant_id, thread_id, user_id)
+        reserve = output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
+        tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
+
+        bare = _render_system(template, render_memory_slot(instructions, ""))
+        system_tokens = tokenizer.count_message(_system_message(bare))
+        budget = model.context_window - system_tokens - tools_tokens - reserve
+        if budget <= 0:
+            raise ContextOverflowError(
+                system_tokens + tools_tokens + reserve,
+                model.context_window,
+                "the system prompt, tools and output reserve alone fill the window",
+            )
+        loaded = await self.memory.load(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            model=model,
+            profile=profile,
+            budget_tokens=budget,
+        )
+        slot = render_memory_slot(instructions, loaded.notes)
+        system = _system_message(_render_system(template, slot))
+        full_system_tokens = tokenizer.count_message(system)
+        history_limit = model.context_window - full_system_tokens - tools_tokens - reserve
+        history, dropped = _fit(loaded.messages, tokenizer, history_limit)
+        warnings = []
+        if dropped:
+            warnings.append(
+                AssemblyWarning(
+                    "turns_trimmed",
+                    f"{dropped} turns over the budget of {history_limit} tokens were left out",
+                    dropped,
+                )
+            )
+        messages = [system, *history]
+        history_tokens = sum(tokenizer.count_message(m) for m in history)
+        notes_tokens = tokenizer.count_text(loaded.notes) if loaded.notes else 0
+        instructions_tokens = tokenizer.count_text(instructions) if instructions else 0
+        return AssembledContext(
+            messages=messages,
+            tokens=full_system_tokens + history_tokens + tokenizer.reply_overhead,
+            budget_tokens=budget,
+            parts={
+                "system": full_system_tokens - notes_tokens - instructions_tokens,
+                "working_memory": instructions_tokens,
+                "notes": notes_tokens,
+                "history": history_tokens,
+                "tools": tools_tokens,
+            },
+            warnings=warnings,
+            loaded=loaded,
+        )
+
+    async def _instructions(self, tenant_id: str, thread_id: str, user_id: str | None) -> str:
+        if self.agent_memory is None or not self.agent_memory.config.enabled:
+            return ""
+        return await self.agent_memory.get_working_memory_instructions(
+            tenant_id=tenant_id, conversation_id=thread_id, user_id=user_id
+        )
+
+
+def _system_message(text: str) -> Message:
+    return {"role": "system", "content": text}
+
+
+def _fit(
+    messages: Sequence[Message], tokenizer: Tokenizer, limit: int
+) -> tuple[list[Message], int]:
+    """The longest provider-valid suffix of whole units within `limit`; and how many
+    messages were left out."""
+    turns = _as_turns(messages, tokenizer)
+    if not turns:
+        return [], len(messages)
+    selection = select_window(
+        turns,
+        limit_tokens=limit,
+        reply_overhead=tokenizer.reply_overhead,
+        at_thread_start=True,
+    )
+    return [t.message for t in selection.turns], len(messages) - len(selection.turns)
+
+
+def _as_turns(messages: Sequence[Message], tokenizer: Tokenizer) -> list[CountedTurn]:
+    """Counts messages and groups them in units; a tool result that answers no call of the
+    assistant turn before it is dropped: no provider accepts it."""
+    turns: list[CountedTurn] = []
+    unit_seq = 0
+    open_calls: set[str] = set()
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_calls:
+                continue
+            open_calls.discard(call_id)
+        else:
+            unit_seq = len(turns) + 1
+            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
+        turns.append(
+            CountedTurn(
+                seq=len(turns) + 1,
+                unit_seq=unit_seq,
+                message=message,
+                tokens=tokenizer.count_message(message),
+            )
+        )
+    return turns

@@ -1,0 +1,538 @@
+"""Gateway: what a host calls once per user message (the AIGateway of spec 000).
+
+    async with Gateway(store=store, llm=OpenAIClient()) as gateway:
+        result = await gateway.ask(tenant_id="t1", thread_id="th1", user_id="u1",
+                                   message="What did I say my budget was?")
+        result.answer, result.usage, result.warnings
+
+One `ask`: the user turn is stored first (durable before anything else); the request is
+assembled (system prompt, memory, history under the window); the upstream model answers,
+calling the working-memory tools if it wants (a bounded loop; every call and result is stored
+as turns); the answer is stored; `save_context` goes to the background queue, never blocking
+the answer. An upstream failure stores no half answer: the user turn stays and asking again
+with the same message answers it, without storing it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+from .agent_memory import AgentMemory, AgentMemoryConfig
+from .background import BackgroundQueue
+from .config import Profile
+from .context import AssembledContext, AssemblyWarning, ContextAssembler
+from .errors import NotFoundError, ValidationError
+from .gateway_config import GatewayConfig, Overrides, Profiles
+from .llm import (
+    CallKind,
+    CallMeta,
+    Completion,
+    GuardedClient,
+    LLMClient,
+    StreamEnd,
+    TextDelta,
+    Usage,
+    UsageGuard,
+)
+from .memory import WorkingMemory, WorkingMemoryProtocol
+from .prompts import PromptTemplates
+from .rewriter import QueryRewriter
+from .stores.base import ThreadStore
+from .strategies import render_notes
+from .types import (
+    Message,
+    ModelInfo,
+    Strategy,
+    Thread,
+    Turn,
+    UpdateReport,
+    WorkingMemoryState,
+)
+
+__all__ = ["AnswerStream", "AskResult", "Gateway", "ThreadMemory"]
+
+logger = logging.getLogger("workingmem.gateway")
+
+Review = Callable[[str], Awaitable[str]]
+"""A human (or a rule) reviews the model's answer and returns the text to store."""
+
+
+@dataclass(frozen=True, slots=True)
+class AskResult:
+    """What one `ask` produced."""
+
+    answer: str
+    """The stored answer (the reviewed text, when a review edited it)."""
+    usage: Usage
+    """The answering model's tokens, over every round of the call."""
+    warnings: list[AssemblyWarning]
+    context: AssembledContext
+    """The last request sent upstream, with what each part cost."""
+    turns: list[Turn]
+    """The turns this call stored: the user turn, tool rounds, the answer."""
+    model: str
+    tool_rounds: int = 0
+    reviewed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadMemory:
+    """What the gateway remembers of a thread, for a "what do you remember" page."""
+
+    thread: Thread
+    strategy: Strategy | None
+    """The strategy the profile resolves to; None when memory is switched off."""
+    state: WorkingMemoryState
+    notes: str
+    """The notes as the model sees them now ("" under SLIDING_WINDOW)."""
+    versions: list[WorkingMemoryState]
+    """The summary's versions, newest first."""
+    working_memory: str | None
+    """The conversation's agent working memory, if any."""
+    window_tokens: int | None
+    """The tokens of the next request's history window; None if it cannot be assembled."""
+    budget_tokens: int | None
+
+
+@dataclass(slots=True)
+class _Run:
+    tenant_id: str
+    thread_id: str
+    user_id: str | None
+    profile: Profile
+    model: ModelInfo
+    system_prompt: str | None
+    tools: list[dict[str, Any]]
+    turns: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    warnings: list[AssemblyWarning] = field(default_factory=list)
+    context: AssembledContext | None = None
+    answer: str | None = None
+    rounds: int = 0
+    completion: Completion | None = None
+
+
+class AnswerStream:
+    """The answer's text as it arrives; `result` once the stream has ended.
+
+    The answer is stored once the stream ends; a consumer that stops early (a client that
+    disconnected) leaves the thread as it was before the answer: no half answer is stored.
+    """
+
+    def __init__(self, chunks: AsyncGenerator[str, None]) -> None:
+        self._chunks = chunks
+        self.result: AskResult | None = None
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._chunks
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+
+
+class Gateway:
+    """Threads, memory and an upstream model behind one call per user message."""
+
+    def __init__(
+        self,
+        *,
+        store: ThreadStore,
+        llm: LLMClient,
+        config: GatewayConfig | None = None,
+        profiles: Sequence[Profile] = (),
+        agent_memory: AgentMemory | AgentMemoryConfig | None = None,
+        overrides: Overrides | None = None,
+        queue: BackgroundQueue | None = None,
+        guard: UsageGuard | None = None,
+        templates: PromptTemplates | None = None,
+        on_report: Callable[[UpdateReport], None] | None = None,
+    ) -> None:
+        """
+        Args:
+            store: threads, states and working-memory documents.
+            llm: the upstream, for answers and (as the cheap model) for helper calls.
+            config: platform defaults; profiles override them.
+            profiles: the profiles served; ``default`` always exists.
+            agent_memory: the agent-editable working memory (spec 003), or its configuration.
+            overrides: a host's own parts, e.g. its own WorkingMemory (R18).
+            queue: the background queue for memory updates; the gateway owns one if None.
+            guard: the usage guard for every model call (answers and helper calls).
+            templates: the prompt templates of the helper calls.
+            on_report: receives the report of every background memory update.
+        """
+        self.store = store
+        self.config = config or GatewayConfig()
+        self.profiles = Profiles(profiles)
+        self.llm = GuardedClient(llm, guard=guard)
+        overridden = overrides.working_memory if overrides else None
+        self.memory: WorkingMemoryProtocol = overridden or WorkingMemory(
+            store=store,
+            config=self.config.working_memory,
+            llm=llm,
+            templates=templates,
+            guard=guard,
+            on_report=on_report,
+        )
+        if isinstance(agent_memory, AgentMemoryConfig):
+            agent_memory = AgentMemory(store=store, config=agent_memory)  # type: ignore[arg-type]
+        self.agent_memory = agent_memory
+        self.assembler = ContextAssembler(memory=self.memory, agent_memory=agent_memory)
+        self.rewriter = QueryRewriter(
+            llm=self.llm, store=store, templates=templates, config=self.config.working_memory
+        )
+        self._owns_queue = queue is None
+        self.queue = queue or BackgroundQueue()
+
+    async def __aenter__(self) -> Self:
+        self.queue.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Drains the background queue (if the gateway owns it)."""
+        if self._owns_queue:
+            await self.queue.aclose()
+
+    async def when_idle(self) -> None:
+        """Waits until every submitted memory update has run."""
+        await self.queue.when_idle()
+
+    # -- ask ---------------------------------------------------------------------------------
+
+    async def ask(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        message: str | Message,
+        user_id: str | None = None,
+        profile: Profile | str | None = None,
+        system_prompt: str | None = None,
+        model: str | None = None,
+        review: Review | None = None,
+    ) -> AskResult:
+        """Answers one user message with the thread's memory.
+
+        Args:
+            message: the user's text, or a user message dict (content parts allowed).
+            profile: a Profile, a profile id, or None for ``default``.
+            system_prompt: overrides the profile's system prompt template for this call.
+            model: overrides the profile's answering model for this call.
+            review: called with the model's answer; what it returns is stored instead (a
+                human-reviewed answer). The background update then reads it from the store.
+
+        Raises:
+            ValidationError, NotFoundError: bad input; nothing stored.
+            ContextOverflowError: the message alone does not fit the model's window.
+            LLMError, UsageRefusedError: the upstream failed or was refused; the user turn
+                stays stored, and asking again with the same message answers it.
+        """
+        run = await self._begin(
+            tenant_id, thread_id, message, user_id, profile, system_prompt, model
+        )
+        async for _ in self._answer(run, stream=False):
+            pass
+        answer = run.answer or ""
+        reviewed = False
+        if review is not None:
+            edited = await review(answer)
+            reviewed = edited != answer
+            answer = edited
+        return await self._finish(run, answer, reviewed=reviewed)
+
+    def ask_stream(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        message: str | Message,
+        user_id: str | None = None,
+        profile: Profile | str | None = None,
+        system_prompt: str | None = None,
+        model: str | None = None,
+    ) -> AnswerStream:
+        """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
+
+        async def chunks() -> AsyncGenerator[str, None]:
+            run = await self._begin(
+                tenant_id, thread_id, message, user_id, profile, system_prompt, model
+            )
+            async for text in self._answer(run, stream=True):
+                yield text
+            stream.result = await self._finish(run, run.answer or "", reviewed=False)
+
+        stream = AnswerStream(chunks())
+        return stream
+
+    async def _begin(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        message: str | Message,
+        user_id: str | None,
+        profile: Profile | str | None,
+        system_prompt: str | None,
+        model: str | None,
+    ) -> _Run:
+        resolved = self.profiles.get(profile)
+        user_message = _user_message(message)
+        model_id = model or resolved.model_id or self.config.default_model
+        run = _Run(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            user_id=user_id,
+            profile=resolved,
+            model=self.config.model_info(model_id),
+            system_prompt=system_prompt or resolved.system_prompt or self.config.system_prompt,
+            tools=self._tools(user_id),
+        )
+        if not await self._is_pending(tenant_id, thread_id, user_message):
+            run.turns += await self.store.append(
+                tenant_id=tenant_id, thread_id=thread_id, messages=[user_message], user_id=user_id
+            )
+        return run
+
+    async def _is_pending(self, tenant_id: str, thread_id: str, message: Message) -> bool:
+        """True when the thread's newest turn is this very user message, still unanswered:
+        a retry after a failed upstream call answers it instead of storing it twice."""
+        try:
+            thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+        except NotFoundError:
+            return False
+        newest = await self.store.list_turns(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            after_seq=max(0, thread.turn_count - 1),
+            limit=1,
+        )
+        return bool(newest) and newest[0].role == "user" and newest[0].content == message["content"]
+
+    def _tools(self, user_id: str | None) -> list[dict[str, Any]]:
+        agent = self.agent_memory
+        if agent is None or not agent.config.enabled:
+            return []
+        if agent.config.scope == "user" and user_id is None:
+            return []
+        return agent.openai_tools()
+
+    async def _answer(self, run: _Run, *, stream: bool) -> AsyncGenerator[str, None]:
+        """The rounds of one answer: model call, working-memory tools, until a text answer."""
+        limit = self.config.max_tool_rounds
+        while True:
+            offer = run.tools if run.rounds < limit else []
+            context = await self.assembler.build(
+                tenant_id=run.tenant_id,
+                thread_id=run.thread_id,
+                user_id=run.user_id,
+                profile=run.profile,
+                model=run.model,
+                system_prompt=run.system_prompt,
+                tools=offer,
+            )
+            run.context = context
+            run.warnings.extend(w for w in context.warnings if w not in run.warnings)
+            meta = CallMeta(
+                tenant_id=run.tenant_id,
+                kind=CallKind.ANSWER,
+                model=run.model.id,
+                thread_id=run.thread_id,
+                user_id=run.user_id,
+            )
+            reserve = run.profile.output_reserve_tokens or run.model.max_output_tokens
+            if stream:
+                completion: Completion | None = None
+                events = self.llm.stream(
+                    model=run.model.id,
+                    messages=context.messages,
+                    meta=meta,
+                    max_tokens=reserve,
+                    tools=offer or None,
+                )
+                async with aclosing(events):  # a disconnect closes the upstream stream now
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            yield event.text
+                        elif isinstance(event, StreamEnd):
+                            completion = event.completion
+                assert completion is not None, "a stream ends with StreamEnd"
+            else:
+                completion = await self.llm.complete(
+                    model=run.model.id,
+                    messages=context.messages,
+                    meta=meta,
+                    max_tokens=reserve,
+                    tools=offer or None,
+                )
+            run.usage = run.usage + completion.usage
+            run.completion = completion
+            if not (completion.tool_calls and offer):
+                run.answer = completion.text
+                return
+            run.rounds += 1
+            run.turns += await self._run_tools(run, completion)
+
+    async def _run_tools(self, run: _Run, completion: Completion) -> list[Turn]:
+        """Runs the model's working-memory calls; stores the call and its results together."""
+        assert self.agent_memory is not None
+        results: list[Message] = []
+        for call in completion.tool_calls:
+            function = call.get("function") or {}
+            text = await self.agent_memory.execute_tool(
+                str(function.get("name", "")),
+                function.get("arguments"),
+                tenant_id=run.tenant_id,
+                conversation_id=run.thread_id,
+                user_id=run.user_id,
+            )
+            results.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+        assistant: Message = {
+            "role": "assistant",
+            "content": completion.text or None,
+            "tool_calls": list(completion.tool_calls),
+        }
+        return await self.store.append(
+            tenant_id=run.tenant_id,
+            thread_id=run.thread_id,
+            messages=[assistant, *results],
+            user_id=run.user_id,
+        )
+
+    async def _finish(self, run: _Run, answer: str, *, reviewed: bool) -> AskResult:
+        run.turns += await self.store.append(
+            tenant_id=run.tenant_id,
+            thread_id=run.thread_id,
+            messages=[{"role": "assistant", "content": answer}],
+            user_id=run.user_id,
+        )
+        self._submit_update(run, reviewed)
+        assert run.context is not None
+        return AskResult(
+            answer=answer,
+            usage=run.usage,
+            warnings=run.warnings,
+            context=run.context,
+            turns=run.turns,
+            model=run.model.id,
+            tool_rounds=run.rounds,
+            reviewed=reviewed,
+        )
+
+    def _submit_update(self, run: _Run, reviewed: bool) -> None:
+        cheap = run.profile.cheap_model_id or self.config.cheap_model
+        meta = CallMeta(
+            tenant_id=run.tenant_id,
+            kind=CallKind.MEMORY_WORKING,
+            model=cheap,
+            thread_id=run.thread_id,
+            user_id=run.user_id,
+        )
+        request = run.context.messages if run.context else None
+        result = None if reviewed else run.completion
+
+        async def update() -> None:
+            await self.memory.save_context(
+                tenant_id=run.tenant_id,
+                thread_id=run.thread_id,
+                user_id=run.user_id,
+                profile=run.profile,
+                cheap_model_id=cheap,
+                meta=meta,
+                request=request,
+                result=result,
+            )
+
+        self.queue.submit((run.tenant_id, run.thread_id), update)
+
+    # -- memory of a thread ------------------------------------------------------------------
+
+    async def get_thread_memory(
+        self, *, tenant_id: str, thread_id: str, profile: Profile | str | None = None
+    ) -> ThreadMemory:
+        """What the gateway remembers of a thread (R12): never calls a model.
+
+        `NotFoundError` for an unknown thread or another tenant's.
+        """
+        resolved = self.profiles.get(profile)
+        thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+        state = await self.memory.get_state(tenant_id=tenant_id, thread_id=thread_id)
+        config = resolved.resolve(self.config.working_memory)
+        strategy = config.strategy if config.enabled else None
+        versions = await self.store.list_memory_states(tenant_id=tenant_id, thread_id=thread_id)
+        working = None
+        if self.agent_memory is not None and self.agent_memory.config.scope == "conversation":
+            working = await self.agent_memory.get_working_memory(
+                tenant_id=tenant_id, conversation_id=thread_id
+            )
+        window_tokens = budget = None
+        try:
+            context = await self.assembler.build(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                user_id=thread.user_id,
+                profile=resolved,
+                model=self.config.model_info(resolved.model_id or self.config.default_model),
+            )
+            window_tokens, budget = context.parts["history"], context.budget_tokens
+        except ValidationError:
+            raise
+        except Exception as exc:  # an overflowing thread still has a memory to show
+            logger.info("thread %r: no window to show (%s)", thread_id, exc)
+        return ThreadMemory(
+            thread=thread,
+            strategy=strategy,
+            state=state,
+            notes=render_notes(state) if strategy is Strategy.SUMMARY_BUFFER else "",
+            versions=versions,
+            working_memory=working,
+            window_tokens=window_tokens,
+            budget_tokens=budget,
+        )
+
+    async def reset_thread_memory(
+        self, *, tenant_id: str, thread_id: str, working_memory: bool = False
+    ) -> None:
+        """Forgets the thread's summary and facts (R14); with `working_memory`, also clears
+        the conversation's agent working memory. The turns stay."""
+        await self.memory.reset(tenant_id=tenant_id, thread_id=thread_id)
+        agent = self.agent_memory
+        if working_memory and agent is not None and agent.config.scope == "conversation":
+            await agent.clear_working_memory(tenant_id=tenant_id, conversation_id=thread_id)
+
+    async def rewrite_query(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None = None,
+        profile: Profile | str | None = None,
+    ) -> str:
+        """A standalone search query for a knowledge base, from the latest user turn and the
+        thread's facts (R19); the user's text unchanged when there are no facts."""
+        resolved = self.profiles.get(profile)
+        return await self.rewriter.rewrite(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            user_id=user_id,
+            profile=resolved,
+            cheap_model_id=resolved.cheap_model_id or self.config.cheap_model,
+        )
+
+
+def _user_message(message: str | Message) -> Message:
+    if isinstance(message, str):
+        return {"role": "user", "content": message}
+    if isinstance(message, dict) and message.get("role", "user") == "user":
+        return {**message, "role": "user"}
+    raise ValidationError("message", "must be the user's text or a user message dict")

@@ -1,0 +1,90 @@
+"""The gateway's platform defaults and profile resolution.
+
+    config = GatewayConfig(default_model="gpt-4o", cheap_model="gpt-4o-mini",
+                           models={"gpt-4o": ModelInfo(id="gpt-4o", context_window=128_000)})
+    profiles = Profiles([Profile(id="support", system_prompt="You help with orders.\\n{memory}")])
+
+A profile says what it needs; where it is silent, the platform defaults apply: the model, the
+cheap model for helper calls (R10), the system prompt, the output reserve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .config import Profile, WorkingMemoryConfig
+from .context import DEFAULT_SYSTEM_PROMPT
+from .errors import ValidationError
+from .memory import WorkingMemoryProtocol
+from .types import ModelInfo
+
+__all__ = ["DEFAULT_PROFILE_ID", "GatewayConfig", "Overrides", "Profiles"]
+
+DEFAULT_PROFILE_ID = "default"
+
+
+class GatewayConfig(BaseModel):
+    """Platform defaults for every profile.
+
+    Defaults: answering and cheap model ``gpt-4o-mini``; a model not listed in `models` gets
+    a 128,000-token window; at most 4 rounds of working-memory tool calls per answer.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default_model: str = Field(default="gpt-4o-mini", min_length=1)
+    """The answering model when a profile names none."""
+    cheap_model: str = Field(default="gpt-4o-mini", min_length=1)
+    """The model for helper calls (summaries, query rewrites) when a profile names none."""
+    models: dict[str, ModelInfo] = Field(default_factory=dict)
+    """What the gateway knows of each model: window, output reserve, tokenizer."""
+    default_context_window: int = Field(default=128_000, gt=0)
+    """The window of a model not listed in `models`."""
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    """The system prompt template when a profile has none; ``{memory}`` receives the memory."""
+    max_tool_rounds: int = Field(default=4, ge=0, le=32)
+    """How many rounds of working-memory tool calls one answer may take."""
+    working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
+    """The built-in WorkingMemory's settings; a profile's `working_memory` overrides them."""
+
+    def model_info(self, model_id: str) -> ModelInfo:
+        """The model's info; a model not listed gets the default window."""
+        known = self.models.get(model_id)
+        if known is not None:
+            return known
+        return ModelInfo(id=model_id, context_window=self.default_context_window)
+
+
+class Profiles:
+    """The profiles a gateway serves, by id; ``default`` always exists."""
+
+    def __init__(self, profiles: Iterable[Profile] | Mapping[str, Profile] = ()) -> None:
+        items = profiles.values() if isinstance(profiles, Mapping) else profiles
+        self._by_id: dict[str, Profile] = {DEFAULT_PROFILE_ID: Profile(id=DEFAULT_PROFILE_ID)}
+        for profile in items:
+            self._by_id[profile.id] = profile
+
+    def get(self, profile: Profile | str | None) -> Profile:
+        """The profile itself, the one with this id, or the default; ValidationError for an
+        unknown id."""
+        if isinstance(profile, Profile):
+            return profile
+        key = DEFAULT_PROFILE_ID if profile is None else profile
+        found = self._by_id.get(key)
+        if found is None:
+            raise ValidationError("profile", f"unknown profile {key!r}")
+        return found
+
+    def __iter__(self) -> Iterator[Profile]:
+        return iter(self._by_id.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """A host's own implementations of the gateway's parts (R18)."""
+
+    working_memory: WorkingMemoryProtocol | None = None
+    """A host's thread memory (WorkingMemory's four methods) in place of the built-in one."""

@@ -1,0 +1,332 @@
+"""The gateway end to end: the real `openai` SDK against a real OpenAI-compatible server on
+127.0.0.1, on SQLite and PostgreSQL. Every request the upstream receives is checked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import workingmem as wm
+from tests.helpers import assistant, summarizing_responder, user
+from workingmem.gateway import Gateway
+from workingmem.gateway_config import GatewayConfig, Overrides
+from workingmem.llm import OpenAIClient
+from workingmem.llm.testing import Reply, ScriptedUpstream, StatusError, tool_call
+
+MODEL = wm.ModelInfo(id="answer-model", context_window=8_000, max_output_tokens=500)
+CONFIG = GatewayConfig(
+    default_model="answer-model",
+    cheap_model="cheap-model",
+    models={"answer-model": MODEL},
+    working_memory=wm.WorkingMemoryConfig(recent_turns=4, update_every_turns=4),
+)
+
+
+def answering(request: dict[str, Any]) -> Reply:
+    """The scripted upstream: helper calls (JSON requested) get a summary; answers echo."""
+    if "response_format" in request:
+        return summarizing_responder(request)
+    last = request["messages"][-1]
+    return Reply(f"You said: {last['content']}", prompt_tokens=100, completion_tokens=10)
+
+
+def assert_provider_valid(request: dict[str, Any], window: int = MODEL.context_window) -> None:
+    """What every provider accepts: system first, then a user turn; every tool result answers
+    a call of the assistant turn before it; every call has its result; it fits the window."""
+    messages = request["messages"]
+    assert messages[0]["role"] == "system"
+    assert messages[1]["role"] == "user"
+    open_calls: set[str] = set()
+    for message in messages[1:]:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls
+            open_calls.discard(message["tool_call_id"])
+        else:
+            assert not open_calls
+            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
+    assert not open_calls
+    assert wm.count_tokens(messages, MODEL) + request.get("max_tokens", 0) <= window
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[ScriptedUpstream]:
+    async with ScriptedUpstream(responder=answering) as server:
+        yield server
+
+
+@pytest.fixture
+async def client(upstream: ScriptedUpstream) -> AsyncIterator[OpenAIClient]:
+    async with OpenAIClient(base_url=upstream.base_url, timeout=2, max_retries=0) as llm:
+        yield llm
+
+
+@pytest.fixture
+async def gateway(store: wm.ThreadStore, client: OpenAIClient) -> AsyncIterator[Gateway]:
+    async with Gateway(store=store, llm=client, config=CONFIG) as gw:
+        yield gw
+
+
+def answer_requests(upstream: ScriptedUpstream) -> list[dict[str, Any]]:
+    return [r for r in upstream.requests if "response_format" not in r]
+
+
+async def test_ask_stores_the_turns_and_sends_a_provider_valid_request(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    result = await gateway.ask(tenant_id=tenant, thread_id="th", user_id="u", message="hello")
+    assert result.answer == "You said: hello"
+    assert result.usage.prompt_tokens == 100
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [(t.role, t.content) for t in turns] == [
+        ("user", "hello"),
+        ("assistant", "You said: hello"),
+    ]
+    (request,) = answer_requests(upstream)
+    assert_provider_valid(request)
+    assert request["model"] == "answer-model"
+    assert request["max_tokens"] == MODEL.max_output_tokens
+
+
+async def test_notes_reach_the_model_once_the_summary_is_due(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """The background update runs after the answers; the next request carries the notes in
+    the system prompt under "About this conversation"."""
+    await gateway.ask(tenant_id=tenant, thread_id="th", message="please remember: I am Ada")
+    first_system = answer_requests(upstream)[0]["messages"][0]["content"]
+    assert "About this conversation" not in first_system
+    for i in range(3):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"question {i}")
+    await gateway.when_idle()
+    helper_calls = [r for r in upstream.requests if "response_format" in r]
+    # due after 4 and after 8 turns; a busy queue may coalesce the two into one update
+    assert 1 <= len(helper_calls) <= 2
+    assert {r["model"] for r in helper_calls} == {"cheap-model"}
+    state = await gateway.memory.get_state(tenant_id=tenant, thread_id="th")
+    assert state.turn_count == 8
+    await gateway.ask(tenant_id=tenant, thread_id="th", message="who am I?")
+    last = answer_requests(upstream)[-1]
+    assert_provider_valid(last)
+    system = last["messages"][0]["content"]
+    assert "## About this conversation" in system
+    assert "please remember: I am Ada" in system
+
+
+async def test_the_window_stays_within_the_model_window_on_a_long_thread(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    long = "word " * 300
+    for i in range(30):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"{i} {long}")
+    for request in answer_requests(upstream):
+        assert_provider_valid(request)
+
+
+async def test_working_memory_tools_are_offered_run_and_stored(
+    store: wm.ThreadStore, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """The model updates its working memory through a tool; the call and its result are
+    stored as turns; the next request's system prompt carries the new content."""
+    agent = wm.AgentMemoryConfig(template="# User\n- Name:\n")
+    async with Gateway(store=store, llm=client, config=CONFIG, agent_memory=agent) as gateway:
+        update = tool_call("update_working_memory", {"content": "# User\n- Name: Ada\n"}, id="c1")
+        upstream.push(Reply(None, tool_calls=[update]), Reply("Nice to meet you, Ada."))
+        result = await gateway.ask(tenant_id=tenant, thread_id="th", user_id="u", message="I'm Ada")
+        assert result.answer == "Nice to meet you, Ada."
+        assert result.tool_rounds == 1
+        first, second = answer_requests(upstream)
+        names = {t["function"]["name"] for t in first["tools"]}
+        assert names == {"get_working_memory", "update_working_memory", "clear_working_memory"}
+        assert "# User" in first["messages"][0]["content"]
+        assert_provider_valid(second)
+        assert second["messages"][-1]["role"] == "tool"
+        assert "Name: Ada" in second["messages"][0]["content"]
+        roles = [t.role for t in await store.list_turns(tenant_id=tenant, thread_id="th")]
+        assert roles == ["user", "assistant", "tool", "assistant"]
+        memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
+        assert memory.working_memory == "# User\n- Name: Ada\n"
+        await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th", working_memory=True)
+        after = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
+        assert after.working_memory is None
+
+
+class GreedyMemory:
+    """A host's own WorkingMemory that returns the whole thread, whatever the budget, and
+    records what the gateway asks of it."""
+
+    def __init__(self, store: wm.ThreadStore) -> None:
+        self.store = store
+        self.saved: list[dict[str, Any]] = []
+
+    async def load(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        model: wm.ModelInfo,
+        profile: wm.Profile,
+        budget_tokens: int,
+    ) -> wm.WorkingMemoryLoad:
+        turns = await self.store.list_turns(tenant_id=tenant_id, thread_id=thread_id, limit=1000)
+        return wm.WorkingMemoryLoad(messages=[t.to_message() for t in turns], notes="host notes")
+
+    async def save_context(self, **kwargs: Any) -> None:
+        self.saved.append(kwargs)
+
+    async def get_state(self, *, tenant_id: str, thread_id: str) -> wm.WorkingMemoryState:
+        return wm.WorkingMemoryState(summary="host summary")
+
+    async def reset(self, *, tenant_id: str, thread_id: str) -> None:
+        return None
+
+
+async def test_a_host_override_is_used_and_trimmed_with_a_warning(
+    store: wm.ThreadStore, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """R18 + R17: the host's memory answers load; what it returns over the budget is trimmed
+    oldest unit first, with a turns_trimmed warning."""
+    greedy = GreedyMemory(store)
+    overrides = Overrides(working_memory=greedy)
+    async with Gateway(store=store, llm=client, config=CONFIG, overrides=overrides) as gateway:
+        big = "word " * 1500
+        await store.append(
+            tenant_id=tenant,
+            thread_id="th",
+            messages=[m for i in range(6) for m in (user(f"{i} {big}"), assistant("ok"))],
+        )
+        result = await gateway.ask(tenant_id=tenant, thread_id="th", message="and now?")
+        await gateway.when_idle()
+    assert [w.code for w in result.warnings] == ["turns_trimmed"]
+    assert result.warnings[0].count > 0
+    request = answer_requests(upstream)[-1]
+    assert_provider_valid(request)
+    assert "host notes" in request["messages"][0]["content"]
+    assert len(greedy.saved) == 1
+    assert greedy.saved[0]["cheap_model_id"] == "cheap-model"
+    memory = await Gateway(store=store, llm=client, overrides=overrides).get_thread_memory(
+        tenant_id=tenant, thread_id="th"
+    )
+    assert memory.state.summary == "host summary"
+
+
+async def test_an_upstream_failure_keeps_the_user_turn_and_a_retry_answers_it(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    upstream.push(StatusError(500, "upstream down"))
+    with pytest.raises(wm.LLMError):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message="are you there?")
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [(t.role, t.content) for t in turns] == [("user", "are you there?")]
+    result = await gateway.ask(tenant_id=tenant, thread_id="th", message="are you there?")
+    assert result.answer == "You said: are you there?"
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.role for t in turns] == ["user", "assistant"]
+
+
+async def test_a_reviewed_answer_is_stored_and_the_update_reads_it_from_the_store(
+    store: wm.ThreadStore, client: OpenAIClient, tenant: str
+) -> None:
+    greedy = GreedyMemory(store)
+    async with Gateway(
+        store=store, llm=client, config=CONFIG, overrides=Overrides(working_memory=greedy)
+    ) as gateway:
+
+        async def review(draft: str) -> str:
+            return draft.replace("You said", "A human says")
+
+        result = await gateway.ask(tenant_id=tenant, thread_id="th", message="hi", review=review)
+        await gateway.when_idle()
+    assert (result.answer, result.reviewed) == ("A human says: hi", True)
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert turns[-1].content == "A human says: hi"
+    assert greedy.saved[0]["result"] is None
+
+
+async def test_streaming_yields_the_answer_and_stores_it_whole(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    stream = gateway.ask_stream(tenant_id=tenant, thread_id="th", message="stream me")
+    chunks = [chunk async for chunk in stream]
+    assert len(chunks) > 1
+    assert "".join(chunks) == "You said: stream me"
+    assert stream.result is not None
+    assert stream.result.answer == "You said: stream me"
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == ["stream me", "You said: stream me"]
+    assert answer_requests(upstream)[0]["stream"] is True
+
+
+async def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent(
+    gateway: Gateway, tenant: str
+) -> None:
+    stream = gateway.ask_stream(tenant_id=tenant, thread_id="th", message="a long answer please")
+    async for _ in stream:
+        break
+    await stream.aclose()
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.role for t in turns] == ["user"]
+    retry = await gateway.ask(tenant_id=tenant, thread_id="th", message="a long answer please")
+    assert retry.answer == "You said: a long answer please"
+
+
+async def test_the_rewriter_uses_the_facts_and_leaves_a_new_thread_alone(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """R19: no facts, no model call, the user's text; with facts, the cheap model's query."""
+    await gateway.ask(tenant_id=tenant, thread_id="th", message="please remember I live in Lyon")
+    before = len(upstream.requests)
+    assert (
+        await gateway.rewrite_query(tenant_id=tenant, thread_id="th")
+        == "please remember I live in Lyon"
+    )
+    assert len(upstream.requests) == before
+    for i in range(2):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"vegetarian places? {i}")
+    await gateway.when_idle()
+    upstream.push(Reply("vegetarian restaurants in Lyon"))
+    query = await gateway.rewrite_query(tenant_id=tenant, thread_id="th")
+    assert query == "vegetarian restaurants in Lyon"
+    prompt = upstream.requests[-1]["messages"][-1]["content"]
+    assert "please remember I live in Lyon" in prompt
+    assert "vegetarian places? 1" in prompt
+
+
+async def test_thread_memory_shows_state_versions_and_window(gateway: Gateway, tenant: str) -> None:
+    for i in range(2):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"please remember {i}")
+    await gateway.when_idle()
+    memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
+    assert memory.strategy is wm.Strategy.SUMMARY_BUFFER
+    assert memory.state.turn_count == 4
+    assert "- please remember 0" in memory.notes
+    assert [v.version for v in memory.versions] == [1]
+    assert memory.window_tokens is not None
+    assert memory.budget_tokens is not None
+    assert 0 < memory.window_tokens <= memory.budget_tokens
+    await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th")
+    after = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
+    assert (after.notes, after.state.facts) == ("", [])
+    with pytest.raises(wm.NotFoundError):
+        await gateway.get_thread_memory(tenant_id=tenant + "x", thread_id="th")
+
+
+async def test_profiles_pick_the_model_prompt_and_strategy(
+    store: wm.ThreadStore, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    profile = wm.Profile(
+        id="terse",
+        system_prompt="Answer in one word.\n{memory}",
+        model_id="other-model",
+        working_memory=wm.Strategy.SLIDING_WINDOW,
+    )
+    async with Gateway(store=store, llm=client, config=CONFIG, profiles=[profile]) as gateway:
+        await gateway.ask(tenant_id=tenant, thread_id="th", message="hi", profile="terse")
+        with pytest.raises(wm.ValidationError):
+            await gateway.ask(tenant_id=tenant, thread_id="th", message="hi", profile="nope")
+    request = answer_requests(upstream)[0]
+    assert request["model"] == "other-model"
+    assert request["messages"][0]["content"] == "Answer in one word."
+    assert json.dumps(request).count("About this conversation") == 0
