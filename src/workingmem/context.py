@@ -144,7 +144,9 @@ class ContextAssembler:
         system = _system_message(_render_system(template, slot))
         full_system_tokens = tokenizer.count_message(system)
         history_limit = model.context_window - full_system_tokens - tools_tokens - reserve
-        history, dropped = _fit(loaded.messages, tokenizer, history_limit)
+        history, history_tokens, dropped = _fit(
+            loaded.messages, loaded.message_tokens, tokenizer, history_limit
+        )
         warnings = []
         if dropped:
             warnings.append(
@@ -155,7 +157,6 @@ class ContextAssembler:
                 )
             )
         messages = [system, *history]
-        history_tokens = sum(tokenizer.count_message(m) for m in history)
         notes_tokens = tokenizer.count_text(loaded.notes) if loaded.notes else 0
         instructions_tokens = tokenizer.count_text(instructions) if instructions else 0
         return AssembledContext(
@@ -186,29 +187,34 @@ def _system_message(text: str) -> Message:
 
 
 def _fit(
-    messages: Sequence[Message], tokenizer: Tokenizer, limit: int
-) -> tuple[list[Message], int]:
-    """The longest provider-valid suffix of whole units within `limit`; and how many
-    messages were left out."""
-    turns = _as_turns(messages, tokenizer)
+    messages: Sequence[Message], counts: Sequence[int], tokenizer: Tokenizer, limit: int
+) -> tuple[list[Message], int, int]:
+    """The longest provider-valid suffix of whole units within `limit`: the messages, their
+    tokens (without the reply overhead), and how many messages were left out."""
+    turns = _as_turns(messages, counts, tokenizer)
     if not turns:
-        return [], len(messages)
+        return [], 0, len(messages)
     selection = select_window(
         turns,
         limit_tokens=limit,
         reply_overhead=tokenizer.reply_overhead,
         at_thread_start=True,
     )
-    return [t.message for t in selection.turns], len(messages) - len(selection.turns)
+    tokens = sum(t.tokens for t in selection.turns)
+    return [t.message for t in selection.turns], tokens, len(messages) - len(selection.turns)
 
 
-def _as_turns(messages: Sequence[Message], tokenizer: Tokenizer) -> list[CountedTurn]:
-    """Counts messages and groups them in units; a tool result that answers no call of the
-    assistant turn before it is dropped: no provider accepts it."""
+def _as_turns(
+    messages: Sequence[Message], counts: Sequence[int], tokenizer: Tokenizer
+) -> list[CountedTurn]:
+    """Groups messages in units, with their counts (given, or counted here when the memory
+    did not say); a tool result that answers no call of the assistant turn before it is
+    dropped: no provider accepts it."""
+    known = len(counts) == len(messages)
     turns: list[CountedTurn] = []
     unit_seq = 0
     open_calls: set[str] = set()
-    for message in messages:
+    for index, message in enumerate(messages):
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
@@ -223,7 +229,7 @@ def _as_turns(messages: Sequence[Message], tokenizer: Tokenizer) -> list[Counted
                 seq=len(turns) + 1,
                 unit_seq=unit_seq,
                 message=message,
-                tokens=tokenizer.count_message(message),
+                tokens=counts[index] if known else tokenizer.count_message(message),
             )
         )
     return turns

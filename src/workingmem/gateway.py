@@ -44,6 +44,7 @@ from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
 from .stores.base import ThreadStore
 from .strategies import render_notes
+from .tokens import tokenizer_for
 from .types import (
     Message,
     ModelInfo,
@@ -298,26 +299,29 @@ class Gateway:
             system_prompt=system_prompt or resolved.system_prompt or self.config.system_prompt,
             tools=self._tools(user_id),
         )
-        if not await self._is_pending(tenant_id, thread_id, user_message):
+        if not await self._is_pending(tenant_id, thread_id, user_message, run.model):
             run.turns += await self.store.append(
                 tenant_id=tenant_id, thread_id=thread_id, messages=[user_message], user_id=user_id
             )
         return run
 
-    async def _is_pending(self, tenant_id: str, thread_id: str, message: Message) -> bool:
+    async def _is_pending(
+        self, tenant_id: str, thread_id: str, message: Message, model: ModelInfo
+    ) -> bool:
         """True when the thread's newest turn is this very user message, still unanswered:
         a retry after a failed upstream call answers it instead of storing it twice."""
         try:
-            thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+            tail = await self.store.read_tail(
+                tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer_for(model), limit=1
+            )
         except NotFoundError:
             return False
-        newest = await self.store.list_turns(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            after_seq=max(0, thread.turn_count - 1),
-            limit=1,
+        newest = tail.turns[-1].message if tail.turns else None
+        return (
+            newest is not None
+            and newest["role"] == "user"
+            and newest["content"] == message["content"]
         )
-        return bool(newest) and newest[0].role == "user" and newest[0].content == message["content"]
 
     def _tools(self, user_id: str | None) -> list[dict[str, Any]]:
         agent = self.agent_memory
@@ -503,12 +507,14 @@ class Gateway:
     async def reset_thread_memory(
         self, *, tenant_id: str, thread_id: str, working_memory: bool = False
     ) -> None:
-        """Forgets the thread's summary and facts (R14); with `working_memory`, also clears
-        the conversation's agent working memory. The turns stay."""
+        """Forgets the thread's summary and facts (R14); with `working_memory`, also erases
+        the conversation's agent working memory and its versions. The turns stay."""
         await self.memory.reset(tenant_id=tenant_id, thread_id=thread_id)
         agent = self.agent_memory
         if working_memory and agent is not None and agent.config.scope == "conversation":
-            await agent.clear_working_memory(tenant_id=tenant_id, conversation_id=thread_id)
+            await agent.clear_working_memory(
+                tenant_id=tenant_id, conversation_id=thread_id, erase_history=True
+            )
 
     async def rewrite_query(
         self,

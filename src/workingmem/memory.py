@@ -294,8 +294,9 @@ class WorkingMemory:
     async def reset(self, *, tenant_id: str, thread_id: str) -> None:
         """Forgets the summary and facts and marks the turns so far as seen (R14).
 
-        The thread and its turns stay. The cleared state is a new version, so what was
-        forgotten stays in the history until the thread is deleted.
+        The thread and its turns stay. The earlier versions of the summary are purged in the
+        same transaction: what was forgotten cannot come back through the history or a
+        rollback.
         """
         for _ in range(_RESET_ATTEMPTS):
             thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
@@ -378,4 +379,5 @@ def _loaded(
         tokens=tokens,
         strategy=strategy,
         dropped_turns=total - len(window),
+        message_tokens=tuple(turn.tokens for turn in window),
     )

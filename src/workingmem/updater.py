@@ -65,6 +65,8 @@ class SummaryUpdater:
             thread_id=thread_id,
             user_id=user_id if user_id is not None else base.user_id,
         )
+        if not await self._due(tenant_id, thread_id, config):
+            return UpdateReport(tenant_id, thread_id, UpdateOutcome.NOT_DUE, "nothing due")
         owner = uuid.uuid4().hex
         claimed = await self.store.claim_memory_update(
             tenant_id=tenant_id, thread_id=thread_id, owner=owner, ttl_seconds=self.lease_seconds
@@ -77,6 +79,12 @@ class SummaryUpdater:
             await self.store.release_memory_update(
                 tenant_id=tenant_id, thread_id=thread_id, owner=owner
             )
+
+    async def _due(self, tenant_id: str, thread_id: str, config: WorkingMemoryConfig) -> bool:
+        """A read-only look first: most calls find nothing due and need no lease (a write)."""
+        state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+        thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+        return thread.turn_count - state.turn_count >= config.update_every_turns
 
     async def _run_claimed(
         self, tenant_id: str, thread_id: str, config: WorkingMemoryConfig, meta: CallMeta

@@ -116,7 +116,7 @@ class OpenAIClient:
             options["response_format"] = response_format
         try:
             response = await self._client.chat.completions.create(
-                model=model, messages=cast(Any, list(messages)), **options
+                model=model, **_as_body(messages), **options
             )
         except _SDK_ERRORS as exc:
             raise _llm_error(exc) from exc
@@ -188,7 +188,7 @@ class OpenAIClient:
         self, model: str, messages: list[Message], options: dict[str, Any]
     ) -> openai.AsyncStream[ChatCompletionChunk]:
         response = await self._client.chat.completions.create(
-            model=model, messages=cast(Any, messages), stream=True, **options
+            model=model, **_as_body(messages), stream=True, **options
         )
         return cast("openai.AsyncStream[ChatCompletionChunk]", response)
 
@@ -398,3 +398,15 @@ def _short(text: str) -> str:
     if len(text) <= _MESSAGE_CHARS:
         return text
     return text[: _MESSAGE_CHARS - 1] + "…"
+
+
+def _as_body(messages: Sequence[Message]) -> dict[str, Any]:
+    """The messages as request keyword arguments, sent as they are.
+
+    The SDK walks every message to transform it against its typed schema (about 40 ms for 225
+    messages here, more than the rest of a gateway request); ours are already plain,
+    validated chat-format dicts, so they go in the body through ``extra_body``, which the SDK
+    sends untouched and which takes precedence over the (empty) ``messages`` argument. The
+    bytes on the wire are the same.
+    """
+    return {"messages": cast(Any, []), "extra_body": {"messages": list(messages)}}

@@ -41,6 +41,12 @@ class StateWrite:
     reason: str
     """Why this version exists: ``update``, ``reset`` or ``rollback``."""
 
+    @property
+    def forgets(self) -> bool:
+        """A reset purges the earlier versions in the same transaction: what the user asked
+        to forget must not come back through the history or a rollback."""
+        return self.reason == "reset"
+
 
 @runtime_checkable
 class ThreadStore(Protocol):
@@ -105,8 +111,9 @@ class ThreadStore(Protocol):
     ) -> WorkingMemoryState:
         """Writes a new version of the state if the stored version is `write.expected_version`.
 
-        One transaction: the state and its history row. `ConflictError` when another writer
-        got there first; nothing is written then.
+        One transaction: the state and its history row (a reset also purges the earlier
+        versions). `ConflictError` when another writer got there first; nothing is written
+        then.
         """
         ...
 

@@ -360,6 +360,11 @@ class PostgresStore(PostgresDocuments):
                 "turn_count, reason, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 (pk, version, write.summary, facts, write.turn_count, write.reason, now),
             )
+            if write.forgets:
+                await conn.execute(
+                    "DELETE FROM memory_state_versions WHERE thread_pk = %s AND version < %s",
+                    (pk, version),
+                )
         return _rows.state_from_row(version, write.summary, facts, write.turn_count, now)
 
     async def claim_memory_update(

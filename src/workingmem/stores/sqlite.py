@@ -373,6 +373,11 @@ class SQLiteStore(SQLiteDocuments):
                 "turn_count, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (pk, version, write.summary, facts, write.turn_count, write.reason, stamp),
             )
+            if write.forgets:
+                await db.execute(
+                    "DELETE FROM memory_state_versions WHERE thread_pk = ? AND version < ?",
+                    (pk, version),
+                )
         return _rows.state_from_row(version, write.summary, facts, write.turn_count, _ts(stamp))
 
     async def claim_memory_update(
