@@ -21,6 +21,7 @@ from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
 from ._postgres_documents import PostgresDocuments
+from ._postgres_keys import PostgresKeys
 from .base import StateWrite, Tail
 from .migrations import load_migrations
 
@@ -58,7 +59,7 @@ def _thread(row: Sequence[Any]) -> Thread:
     )
 
 
-class PostgresStore(PostgresDocuments):
+class PostgresStore(PostgresDocuments, PostgresKeys):
     """A ThreadStore on PostgreSQL."""
 
     def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:

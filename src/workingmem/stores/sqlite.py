@@ -32,6 +32,7 @@ from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
 from ._sqlite_documents import SQLiteDocuments
+from ._sqlite_keys import SQLiteKeys
 from .base import StateWrite, Tail
 from .migrations import load_migrations
 
@@ -62,7 +63,7 @@ def _thread(row: sqlite3.Row | tuple[Any, ...]) -> Thread:
     )
 
 
-class SQLiteStore(SQLiteDocuments):
+class SQLiteStore(SQLiteDocuments, SQLiteKeys):
     """A ThreadStore on one SQLite file (or ``:memory:``)."""
 
     def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:

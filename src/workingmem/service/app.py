@@ -1,0 +1,149 @@
+"""The app factory: the memory gateway as a FastAPI app.
+
+    app = create_app(ServiceSettings(database_url="memory.db",
+                                     upstream_base_url="http://127.0.0.1:8000/v1"))
+    uvicorn.run(app, host="127.0.0.1", port=8080)
+
+    async with Gateway(store=store, llm=client) as gateway:   # a host's (or a test's) gateway
+        app = create_app(settings, gateway=gateway)
+
+The lifespan owns what the app builds: it opens the store (migrating it), builds the `Gateway`
+over an `OpenAIClient` to the upstream, and starts its background queue; on shutdown it drains
+the queue (every pending memory update runs), then closes the client and the store. A gateway
+passed in is the host's: the app starts its queue and closes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from fastapi import FastAPI
+
+from .. import __version__
+from ..errors import ValidationError
+from ..gateway import Gateway
+from ..llm import OpenAIClient
+from ..memory import WorkingMemory
+from ..stores import open_store
+from ..stores.keys import ApiKeyStore
+from ..types import UpdateReport
+from .errors import install_error_handlers
+from .limits import BodyLimitMiddleware
+from .metrics import Metrics, MetricsMiddleware
+from .routes import chat, ops, threads, ui, working_memory
+from .settings import ServiceSettings
+from .state import Services
+
+__all__ = ["create_app"]
+
+DESCRIPTION = """\
+An OpenAI-compatible `/v1/chat/completions` with memory: send only the new message with an
+`X-Thread-Id` header, and the model gets the thread's memory. REST endpoints show and reset a
+thread's memory; `/ui/` shows it in a browser.
+
+Every `/v1` request needs `Authorization: Bearer <key>` once the database has an API key
+(`workingmem keys create --tenant T`); without keys the server serves one local tenant, on
+loopback only. Errors have OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
+"""
+
+
+def create_app(
+    settings: ServiceSettings | None = None,
+    *,
+    gateway: Gateway | None = None,
+    keys: ApiKeyStore | None = None,
+) -> FastAPI:
+    """The service's app.
+
+    Args:
+        settings: the configuration; None reads the environment (`ServiceSettings.from_env`).
+        gateway: a gateway built by the host; then `settings`' database, upstream, models and
+            profiles are not used, and the host closes the gateway.
+        keys: where API keys live; None takes the gateway's store (SQLite and PostgreSQL
+            stores keep them).
+    """
+    settings = settings or ServiceSettings.from_env()
+    metrics = Metrics()
+    app = FastAPI(
+        title="workingmem memory gateway",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = metrics
+    if gateway is not None:
+        _report_to(gateway, metrics)
+        app.state.services = Services(
+            gateway=gateway, keys=_keys_of(gateway, keys), metrics=metrics, settings=settings
+        )
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    for module in (chat, threads, working_memory, ops, ui):
+        app.include_router(module.router)
+    return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    injected = getattr(app.state, "services", None)
+    if isinstance(injected, Services):
+        injected.gateway.queue.start()
+        yield
+        return
+    settings: ServiceSettings = app.state.settings
+    metrics: Metrics = app.state.metrics
+    async with AsyncExitStack() as stack:
+        store = await open_store(settings.database_url)
+        stack.push_async_callback(store.aclose)
+        llm = OpenAIClient(
+            base_url=settings.upstream_base_url,
+            api_key=settings.upstream_api_key,
+            timeout=settings.upstream_timeout,
+            max_retries=settings.upstream_max_retries,
+        )
+        stack.push_async_callback(llm.aclose)
+        gateway = Gateway(
+            store=store,
+            llm=llm,
+            config=settings.gateway,
+            profiles=settings.profiles,
+            agent_memory=settings.agent_memory,
+            on_report=metrics.on_report,
+        )
+        await stack.enter_async_context(gateway)  # closing it drains the background queue
+        app.state.services = Services(
+            gateway=gateway, keys=_keys_of(gateway, None), metrics=metrics, settings=settings
+        )
+        try:
+            yield
+        finally:
+            del app.state.services
+
+
+def _keys_of(gateway: Gateway, keys: ApiKeyStore | None) -> ApiKeyStore:
+    found = keys if keys is not None else gateway.store
+    if not isinstance(found, ApiKeyStore):
+        raise ValidationError(
+            "keys", "the gateway's store keeps no API keys: pass keys= (an ApiKeyStore)"
+        )
+    return found
+
+
+def _report_to(gateway: Gateway, metrics: Metrics) -> None:
+    """Chains the metrics onto a host's gateway's memory reports."""
+    memory = gateway.memory
+    if not isinstance(memory, WorkingMemory):
+        return
+    previous = memory.on_report
+    if previous is None:
+        memory.on_report = metrics.on_report
+        return
+
+    def both(report: UpdateReport) -> None:
+        metrics.on_report(report)
+        previous(report)
+
+    memory.on_report = both

@@ -1,0 +1,180 @@
+"""Every error the service returns, in one table, in OpenAI's error shape.
+
+    {"error": {"message": "thread 'th1' not found", "type": "not_found_error",
+               "param": null, "code": "thread_not_found"}}
+
+`ERROR_TABLE` maps the library's errors to an HTTP status; `ApiError` is the service's own
+(a missing header, a missing key). An upstream failure keeps the upstream's status when it is
+the client's to see (429, 5xx, a rejected request), else becomes 502. Nothing else reaches the
+client: an unexpected exception is logged and answered with a bare 500, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from ..errors import (
+    ConflictError,
+    ContextOverflowError,
+    NotFoundError,
+    StoreError,
+    ValidationError,
+    WorkingMemoryError,
+)
+from ..llm import LLMError, UsageRefusedError
+
+__all__ = [
+    "ERROR_TABLE",
+    "ApiError",
+    "ErrorRow",
+    "error_body",
+    "error_response",
+    "install_error_handlers",
+    "map_error",
+]
+
+logger = logging.getLogger("workingmem.service")
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRow:
+    """How one kind of library error is answered."""
+
+    status: int
+    type: str
+    """The OpenAI error type (``invalid_request_error``, ``rate_limit_exceeded``, ...)."""
+    code: str
+
+
+ERROR_TABLE: tuple[tuple[type[Exception], ErrorRow], ...] = (
+    (ValidationError, ErrorRow(400, "invalid_request_error", "invalid_value")),
+    (ContextOverflowError, ErrorRow(400, "invalid_request_error", "context_length_exceeded")),
+    (NotFoundError, ErrorRow(404, "not_found_error", "not_found")),
+    (ConflictError, ErrorRow(409, "conflict_error", "version_conflict")),
+    (UsageRefusedError, ErrorRow(429, "insufficient_quota", "usage_refused")),
+    (LLMError, ErrorRow(502, "upstream_error", "upstream_error")),
+    (StoreError, ErrorRow(503, "server_error", "database_unavailable")),
+    (WorkingMemoryError, ErrorRow(500, "server_error", "internal_error")),
+)
+"""Library error → status, OpenAI error type, code. The first matching row wins."""
+
+_INTERNAL = ERROR_TABLE[-1][1]
+
+_UPSTREAM_STATUS_KEPT = frozenset({400, 404, 413, 422, 429})
+"""Upstream statuses passed through as they are (with every 5xx); an upstream 401/403 is the
+gateway's own credentials failing, so the client sees 502."""
+
+_HTTP_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error"}
+
+
+class ApiError(Exception):
+    """An error of the service itself, answered as `status` with the OpenAI error body."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.type = type
+        self.param = param
+        self.headers = dict(headers or {})
+
+
+def error_body(message: str, type: str, code: str, param: str | None = None) -> dict[str, Any]:
+    """The OpenAI error shape."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def map_error(exc: Exception) -> ApiError:
+    """The HTTP answer for a library error (see `ERROR_TABLE`)."""
+    mapping = next((row for kind, row in ERROR_TABLE if isinstance(exc, kind)), _INTERNAL)
+    status, message, param = mapping.status, str(exc), None
+    if isinstance(exc, ValidationError):
+        param = exc.field
+    elif isinstance(exc, NotFoundError):
+        code = f"{exc.kind.replace(' ', '_')}_not_found"
+        return ApiError(404, message, code=code, type=mapping.type)
+    elif isinstance(exc, LLMError):
+        upstream = exc.status_code
+        if upstream is not None and (upstream in _UPSTREAM_STATUS_KEPT or upstream >= 500):
+            status = upstream
+        if status == 429:
+            return ApiError(429, message, code="rate_limit_exceeded", type=mapping.type)
+    elif isinstance(exc, StoreError):
+        logger.error("database failure: %s", exc)
+        message = "the database is unavailable; try again later"
+    elif mapping.status == 500:
+        logger.error("unexpected library error: %r", exc)
+        message = "internal error"
+    return ApiError(status, message, code=mapping.code, type=mapping.type, param=param)
+
+
+def error_response(error: ApiError) -> JSONResponse:
+    return JSONResponse(
+        error_body(error.message, error.type, error.code, error.param),
+        status_code=error.status,
+        headers=error.headers,
+    )
+
+
+async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc)
+
+
+async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(map_error(exc))
+
+
+async def _on_request_validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    reason = str(first.get("msg", "invalid request"))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return error_response(
+        ApiError(422, f"{where}: {reason}{more}", code="invalid_request", param=where or None)
+    )
+
+
+async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    type_ = _HTTP_TYPES.get(exc.status_code, "invalid_request_error")
+    code = "not_found" if exc.status_code == 404 else f"http_{exc.status_code}"
+    return error_response(
+        ApiError(exc.status_code, str(exc.detail), code=code, type=type_, headers=exc.headers)
+    )
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception("unexpected error on %s %s", request.method, request.url.path)
+    return error_response(
+        ApiError(500, "internal error", code="internal_error", type="server_error")
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Routes every error through the table, so every answer has the OpenAI shape."""
+    app.add_exception_handler(ApiError, _on_api_error)
+    app.add_exception_handler(WorkingMemoryError, _on_library_error)
+    app.add_exception_handler(RequestValidationError, _on_request_validation)
+    app.add_exception_handler(HTTPException, _on_http_exception)
+    app.add_exception_handler(Exception, _on_unexpected)

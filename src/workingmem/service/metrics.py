@@ -1,0 +1,163 @@
+"""Prometheus metrics, kept in the app and written out in the text format by hand.
+
+    metrics = Metrics()
+    app.add_middleware(MetricsMiddleware, metrics=metrics)   # requests and latency per route
+    Gateway(..., on_report=metrics.on_report)                # helper calls and their tokens
+    metrics.render(queue_depth=gateway.queue.depth)           # the /metrics body
+
+Routes are labelled by their template (``/v1/threads/{thread_id}/memory``), never by the raw
+path, so the number of series stays bounded whatever clients send.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..llm import Usage
+from ..types import UpdateReport
+
+__all__ = ["Metrics", "MetricsMiddleware"]
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+"""Latency histogram buckets, in seconds."""
+
+
+@dataclass
+class _Histogram:
+    counts: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, seconds: float) -> None:
+        self.total += seconds
+        self.count += 1
+        for index, bound in enumerate(BUCKETS):
+            if seconds <= bound:
+                self.counts[index] += 1
+                break
+
+
+class Metrics:
+    """The service's counters; one instance per app (no global registry)."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[tuple[str, str, str]] = Counter()
+        self.latency: defaultdict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
+        self.answer_tokens: Counter[str] = Counter()
+        self.answers = 0
+        self.helper_calls = 0
+        self.helper_tokens: Counter[str] = Counter()
+        self.updates: Counter[str] = Counter()
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests[(method, route, str(status))] += 1
+        self.latency[(method, route)].observe(seconds)
+
+    def observe_answer(self, usage: Usage) -> None:
+        """One answer of the upstream model (all its rounds)."""
+        self.answers += 1
+        self.answer_tokens["prompt"] += usage.prompt_tokens
+        self.answer_tokens["completion"] += usage.completion_tokens
+
+    def on_report(self, report: UpdateReport) -> None:
+        """The gateway's `on_report`: one background memory update."""
+        self.updates[report.outcome.value] += 1
+        self.helper_calls += report.helper_calls
+        self.helper_tokens["prompt"] += report.prompt_tokens
+        self.helper_tokens["completion"] += report.completion_tokens
+
+    def render(self, *, queue_depth: int, queue_failures: int) -> str:
+        """The Prometheus text exposition (version 0.0.4)."""
+        out: list[str] = []
+
+        def family(name: str, kind: str, help_text: str) -> None:
+            out.append(f"# HELP {name} {help_text}")
+            out.append(f"# TYPE {name} {kind}")
+
+        family("workingmem_http_requests_total", "counter", "HTTP requests by route and status.")
+        for (method, route, status), count in sorted(self.requests.items()):
+            labels = _labels(method=method, route=route, status=status)
+            out.append(f"workingmem_http_requests_total{labels} {count}")
+        name = "workingmem_http_request_duration_seconds"
+        family(name, "histogram", "HTTP request latency, until the last byte, by route.")
+        for (method, route), hist in sorted(self.latency.items()):
+            cumulative = 0
+            for bound, count in zip(BUCKETS, hist.counts, strict=True):
+                cumulative += count
+                labels = _labels(method=method, route=route, le=_number(bound))
+                out.append(f"{name}_bucket{labels} {cumulative}")
+            labels = _labels(method=method, route=route, le="+Inf")
+            out.append(f"{name}_bucket{labels} {hist.count}")
+            base = _labels(method=method, route=route)
+            out.append(f"{name}_sum{base} {_number(hist.total)}")
+            out.append(f"{name}_count{base} {hist.count}")
+        family("workingmem_answers_total", "counter", "Answers of the upstream model.")
+        out.append(f"workingmem_answers_total {self.answers}")
+        family("workingmem_answer_tokens_total", "counter", "Tokens of the answering model.")
+        for kind in ("prompt", "completion"):
+            tokens = self.answer_tokens[kind]
+            out.append(f"workingmem_answer_tokens_total{_labels(kind=kind)} {tokens}")
+        family("workingmem_helper_calls_total", "counter", "Helper (cheap model) calls.")
+        out.append(f"workingmem_helper_calls_total {self.helper_calls}")
+        family("workingmem_helper_tokens_total", "counter", "Tokens of helper calls.")
+        for kind in ("prompt", "completion"):
+            tokens = self.helper_tokens[kind]
+            out.append(f"workingmem_helper_tokens_total{_labels(kind=kind)} {tokens}")
+        name = "workingmem_memory_updates_total"
+        family(name, "counter", "Background memory updates by outcome.")
+        for outcome, count in sorted(self.updates.items()):
+            out.append(f"{name}{_labels(outcome=outcome)} {count}")
+        name = "workingmem_background_queue_depth"
+        family(name, "gauge", "Memory updates waiting or running.")
+        out.append(f"{name} {queue_depth}")
+        name = "workingmem_background_failures_total"
+        family(name, "counter", "Background jobs that failed.")
+        out.append(f"{name} {queue_failures}")
+        return "\n".join(out) + "\n"
+
+
+def _labels(**labels: str) -> str:
+    inner = ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items())
+    return "{" + inner + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    return repr(float(value))
+
+
+class MetricsMiddleware:
+    """Counts every HTTP request by method, route template and status, with its latency."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path_format", None) or "unmatched"
+            self.metrics.observe_request(
+                scope["method"], template, status, time.perf_counter() - started
+            )

@@ -1,0 +1,135 @@
+"""The web page: the tenant's threads, and what the gateway remembers of each.
+
+    GET  /ui/                      the threads, newest first
+    GET  /ui/threads/{thread_id}   notes, facts with their turns, working memory, window, versions
+    GET  /ui/login, POST /ui/login, POST /ui/logout
+
+Server-rendered (Jinja2, autoescaped); the Forget button asks for confirmation, then calls
+``DELETE /v1/threads/{thread_id}/memory`` and reloads. With API keys in the database the page
+needs one: the login form sets it as an HttpOnly, SameSite=Strict cookie (a Bearer header works
+too). Without keys, the page shows the local tenant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from ...errors import NotFoundError, ValidationError
+from ..auth import COOKIE, presented_key
+from ..errors import ApiError
+from ..state import Services, get_services
+from .threads import MAX_OFFSET, load_thread_memory
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+templates = Jinja2Templates(directory=str(Path(__file__).parent.parent / "templates"))
+
+PAGE_SIZE = 50
+_MAX_FORM_BYTES = 4096
+
+
+async def _tenant(request: Request, services: Services) -> str | Response:
+    """The page's tenant, or the answer to give instead (the login form, an error page)."""
+    try:
+        return await services.tenant_for(presented_key(request), server=request.scope.get("server"))
+    except ApiError as exc:
+        if exc.status == 401:
+            return RedirectResponse("/ui/login", status_code=303)
+        return _error(request, exc.status, "Not available", exc.message)
+
+
+def _error(request: Request, status: int, title: str, message: str) -> HTMLResponse:
+    context = {"status": status, "title": title, "message": message, "tenant": None}
+    return templates.TemplateResponse(request, "error.html", context, status_code=status)
+
+
+async def _page(
+    request: Request, services: Services, tenant: str, name: str, context: dict[str, Any]
+) -> HTMLResponse:
+    context = {**context, "tenant": tenant, "keys_required": await services.keys_required()}
+    return templates.TemplateResponse(request, name, context)
+
+
+@router.get("")
+async def root() -> RedirectResponse:
+    return RedirectResponse("/ui/", status_code=307)
+
+
+@router.get("/")
+async def threads_page(
+    request: Request, offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0
+) -> Response:
+    services = get_services(request)
+    tenant = await _tenant(request, services)
+    if isinstance(tenant, Response):
+        return tenant
+    store = services.gateway.store
+    threads = await store.list_threads(tenant_id=tenant, limit=PAGE_SIZE + 1, offset=offset)
+    context = {
+        "threads": threads[:PAGE_SIZE],
+        "has_more": len(threads) > PAGE_SIZE,
+        "offset": offset,
+        "limit": PAGE_SIZE,
+    }
+    return await _page(request, services, tenant, "threads.html", context)
+
+
+@router.get("/threads/{thread_id:path}")
+async def thread_page(request: Request, thread_id: str) -> Response:
+    services = get_services(request)
+    tenant = await _tenant(request, services)
+    if isinstance(tenant, Response):
+        return tenant
+    try:
+        memory = await load_thread_memory(services, tenant_id=tenant, thread_id=thread_id)
+    except NotFoundError:
+        return _error(request, 404, "No such thread", f"There is no thread {thread_id!r}.")
+    except ValidationError as exc:
+        return _error(request, 400, "Bad thread id", str(exc))
+    return await _page(request, services, tenant, "thread.html", {"memory": memory})
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    services = get_services(request)
+    if not await services.keys_required():
+        return RedirectResponse("/ui/", status_code=303)
+    context = {"tenant": None, "error": None}
+    return templates.TemplateResponse(request, "login.html", context)
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """Checks the key of the form and keeps it in the page's cookie."""
+    services = get_services(request)
+    raw = await request.body()
+    fields = parse_qs(raw[:_MAX_FORM_BYTES].decode("utf-8", "replace"))
+    secret = (fields.get("key") or [""])[0].strip()
+    key = await services.keys.find_api_key(secret) if secret else None
+    if key is None or not key.active:
+        context = {"tenant": None, "error": "That key is unknown or was revoked."}
+        return templates.TemplateResponse(request, "login.html", context, status_code=401)
+    response = RedirectResponse("/ui/", status_code=303)
+    response.set_cookie(
+        COOKIE,
+        secret,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout() -> RedirectResponse:
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response

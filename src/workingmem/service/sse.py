@@ -1,0 +1,105 @@
+"""The answer as server-sent events in OpenAI's chunk format.
+
+    first = await first_piece(stream)           # a failure before the answer: a plain error
+    return StreamingResponse(answer_events(stream, first, ...), media_type="text/event-stream")
+
+The events: a chunk with the assistant role, a chunk per piece of text, a chunk with the
+finish reason, the usage chunk (``choices: []``) when ``stream_options.include_usage``, then
+``data: [DONE]``. A failure once the answer has begun is sent as one ``data: {"error": ...}``
+event in OpenAI's error shape, and the stream ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import WorkingMemoryError
+from ..gateway import AnswerStream
+from ..llm import Usage
+from .errors import ApiError, error_body, map_error
+from .metrics import Metrics
+
+__all__ = ["StreamInfo", "answer_events", "first_piece"]
+
+logger = logging.getLogger("workingmem.service")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    completion_id: str
+    created: int
+    model: str
+    include_usage: bool
+
+
+async def first_piece(stream: AnswerStream) -> str | None:
+    """Waits for the first piece of the answer (None: the answer is empty), so that a failure
+    before it (a bad request, the upstream's 429) is answered as a plain HTTP error."""
+    try:
+        return await anext(aiter(stream))
+    except StopAsyncIteration:
+        return None
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
+
+
+async def answer_events(
+    stream: AnswerStream, first: str | None, info: StreamInfo, metrics: Metrics
+) -> AsyncIterator[bytes]:
+    """The SSE body; closing it early (the client left) closes the answer: nothing stored."""
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": info.completion_id,
+            "object": "chat.completion.chunk",
+            "created": info.created,
+            "model": info.model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+        if info.include_usage:
+            body["usage"] = None
+        return body
+
+    async with aclosing(stream):
+        yield _event(chunk({"role": "assistant", "content": ""}))
+        if first is not None:
+            yield _event(chunk({"content": first}))
+            try:
+                async for text in stream:
+                    yield _event(chunk({"content": text}))
+            except WorkingMemoryError as exc:
+                yield _error_event(map_error(exc))
+                return
+            except Exception:
+                logger.exception("the answer's stream failed")
+                yield _error_event(
+                    ApiError(500, "internal error", code="internal_error", type="server_error")
+                )
+                return
+        usage = stream.result.usage if stream.result is not None else Usage()
+        metrics.observe_answer(usage)
+        yield _event(chunk({}, "stop"))
+        if info.include_usage:
+            last = chunk({})
+            last["choices"] = []
+            last["usage"] = {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+            }
+            yield _event(last)
+        yield b"data: [DONE]\n\n"
+
+
+def _error_event(error: ApiError) -> bytes:
+    return _event(error_body(error.message, error.type, error.code, error.param))

@@ -1,0 +1,104 @@
+"""The service for real: uvicorn on 127.0.0.1 in a background thread, and keys for it.
+
+    with LiveServer(create_app(settings)) as live:
+        httpx.get(f"{live.url}/healthz")
+
+The server runs its own event loop, so the app's lifespan opens its own store there; the tests
+talk to it over HTTP only, with sync clients (the openai SDK, httpx, Playwright, schemathesis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import TypeVar
+
+import uvicorn
+from fastapi import FastAPI
+
+import workingmem as wm
+from workingmem.stores.keys import ApiKeyStore, NewApiKey
+
+__all__ = ["LiveServer", "create_key", "revoke_key", "run_async"]
+
+T = TypeVar("T")
+
+
+def run_async(work: Callable[[], Awaitable[T]]) -> T:
+    """Runs async work to its end from sync code, in a thread of its own: the caller's thread
+    may have a loop running already (Playwright's sync API keeps one)."""
+
+    async def main() -> T:
+        return await work()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+class LiveServer:
+    """Serves an app on a free port of 127.0.0.1 until the with block ends."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            app, log_config=None, log_level="warning", lifespan="on", ws="none", http="h11"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the service did not start (see the log)")
+            time.sleep(0.01)
+        return self
+
+    def close(self) -> None:
+        """Stops the server; the lifespan drains the background queue and closes the store."""
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._socket.close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def create_key(database_url: str, tenant: str, label: str = "") -> NewApiKey:
+    """A key for `tenant`, written to the database as `workingmem keys create` does."""
+
+    async def create() -> NewApiKey:
+        async with await wm.open_store(database_url) as store:
+            assert isinstance(store, ApiKeyStore)
+            return await store.create_api_key(tenant_id=tenant, label=label)
+
+    return run_async(create)
+
+
+def revoke_key(database_url: str, key_id: str) -> None:
+    async def revoke() -> None:
+        async with await wm.open_store(database_url) as store:
+            assert isinstance(store, ApiKeyStore)
+            await store.revoke_api_key(key_id=key_id)
+
+    run_async(revoke)

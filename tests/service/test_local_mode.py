@@ -1,0 +1,130 @@
+"""Without API keys the server serves one local tenant, on loopback only; the first key makes
+every request need one. A fresh SQLite file: the PostgreSQL database of the test run is shared
+and has keys from other tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import workingmem as wm
+from workingmem.llm import OpenAIClient
+from workingmem.llm.testing import ScriptedUpstream
+from workingmem.service import LOCAL_TENANT, ServiceSettings, create_app
+from workingmem.service.state import is_loopback
+from workingmem.stores import SQLiteStore
+
+from .conftest import CONFIG
+
+HI = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+async def sqlite(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    store = await SQLiteStore.open(tmp_path / "memory.db")
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+@pytest.fixture
+async def gateway(sqlite: SQLiteStore, upstream: ScriptedUpstream) -> AsyncIterator[wm.Gateway]:
+    async with (
+        OpenAIClient(base_url=upstream.base_url, max_retries=0) as llm,
+        wm.Gateway(store=sqlite, llm=llm, config=CONFIG) as gateway,
+    ):
+        yield gateway
+
+
+def client(gateway: wm.Gateway, host: str = "127.0.0.1", **settings: bool) -> httpx.AsyncClient:
+    app = create_app(ServiceSettings(**settings), gateway=gateway)  # type: ignore[arg-type]
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=f"http://{host}")
+
+
+async def test_without_keys_the_local_tenant_is_served_and_a_sent_key_is_ignored(
+    gateway: wm.Gateway, sqlite: SQLiteStore
+) -> None:
+    async with client(gateway) as api:
+        first = await api.post("/v1/chat/completions", headers={"X-Thread-Id": "th"}, json=HI)
+        second = await api.get(
+            "/v1/threads/th/messages", headers={"Authorization": "Bearer sk-anything"}
+        )
+    assert first.status_code == 200, first.text
+    assert [m["content"] for m in second.json()["data"]] == ["hi", "You said: hi"]
+    threads = await sqlite.list_threads(tenant_id=LOCAL_TENANT)
+    assert [t.thread_id for t in threads] == ["th"]
+
+
+async def test_without_keys_a_request_on_a_public_address_is_refused(
+    gateway: wm.Gateway,
+) -> None:
+    async with client(gateway, host="203.0.113.7") as api:
+        response = await api.get("/v1/threads")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "loopback_only"
+
+
+async def test_the_first_key_makes_every_request_need_one(
+    gateway: wm.Gateway, sqlite: SQLiteStore
+) -> None:
+    async with client(gateway) as api:
+        assert (await api.get("/v1/threads")).status_code == 200
+        created = await sqlite.create_api_key(tenant_id="acme")
+        await sqlite.revoke_api_key(key_id=created.key.key_id)
+        refused = await api.get("/v1/threads")
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "missing_api_key"
+        fresh = await sqlite.create_api_key(tenant_id="acme")
+        ok = await api.get("/v1/threads", headers={"Authorization": f"Bearer {fresh.secret}"})
+        assert ok.status_code == 200
+
+
+async def test_require_keys_refuses_requests_while_the_database_has_none(
+    gateway: wm.Gateway,
+) -> None:
+    async with client(gateway, require_keys=True) as api:
+        assert (await api.get("/v1/threads")).status_code == 401
+        assert (await api.get("/healthz")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        pytest.param("127.0.0.1", True, id="ipv4"),
+        pytest.param("127.8.9.10", True, id="ipv4-range"),
+        pytest.param("::1", True, id="ipv6"),
+        pytest.param("[::1]", True, id="ipv6-bracketed"),
+        pytest.param("localhost", True, id="localhost"),
+        pytest.param("0.0.0.0", False, id="any"),
+        pytest.param("::", False, id="ipv6-any"),
+        pytest.param("192.168.1.2", False, id="private"),
+        pytest.param("example.com", False, id="name"),
+    ],
+)
+def test_only_loopback_counts_as_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+async def test_without_keys_the_page_shows_the_local_tenant_and_escapes_what_it_shows(
+    gateway: wm.Gateway, sqlite: SQLiteStore
+) -> None:
+    thread = "<script>alert(1)</script>"
+    await sqlite.append(
+        tenant_id=LOCAL_TENANT, thread_id=thread, messages=[{"role": "user", "content": "hi"}]
+    )
+    async with client(gateway) as api:
+        listing = await api.get("/ui/")
+        login = await api.get("/ui/login")
+        page = await api.get(f"/ui/threads/{httpx.URL(thread)}")
+    assert listing.status_code == 200
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in listing.text
+    assert "<script>alert(1)" not in listing.text
+    assert "Log out" not in listing.text
+    assert login.status_code == 303
+    assert login.headers["location"] == "/ui/"
+    assert page.status_code == 200
+    assert "<script>alert(1)" not in page.text

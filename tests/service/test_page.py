@@ -1,0 +1,158 @@
+"""The web page in a real browser (Debian's headless Chromium, driven by Playwright), on SQLite
+and PostgreSQL: log in with a key, see what the gateway remembers of a thread, forget it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import openai
+import pytest
+
+from .live import LiveServer, create_key
+from .test_openai_sdk import until
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def _missing() -> list[str]:
+    missing = []
+    if shutil.which(CHROMIUM) is None:
+        missing.append(f"{CHROMIUM} (apt-get install chromium chromium-driver)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package (pip install -e '.[dev]')")
+    return missing
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium; missing, the test fails under CI and is skipped elsewhere."""
+    missing = _missing()
+    if missing:
+        reason = "the page test needs a browser; missing: " + ", ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def seed(live: LiveServer, key: str) -> dict[str, Any]:
+    """A thread whose summary has been written: facts, notes, a version."""
+    with openai.OpenAI(base_url=f"{live.url}/v1", api_key=key, max_retries=0) as client:
+        for text in ("please remember: I am Ada <b>not bold</b>", "I live in Lyon"):
+            client.chat.completions.create(
+                model="answer-model",
+                messages=[{"role": "user", "content": text}],
+                extra_headers={"X-Thread-Id": "trip/lyon", "X-User-Id": "ada"},
+            )
+    headers = {"Authorization": f"Bearer {key}"}
+
+    def summarized() -> dict[str, Any] | None:
+        response = httpx.get(f"{live.url}/v1/threads/trip/lyon/memory", headers=headers)
+        memory: dict[str, Any] = response.json()
+        return memory if memory["summary"] else None
+
+    memory = until(summarized)
+    assert memory is not None, "the background update never wrote a summary"
+    return memory
+
+
+def test_the_page_shows_a_threads_memory_and_forgets_it(
+    service: LiveServer, database_url: str, tenant: str, page: Page, tmp_path: Path
+) -> None:
+    key = create_key(database_url, tenant, "page").secret
+    memory = seed(service, key)
+
+    page.goto(f"{service.url}/ui/")
+    assert page.url.endswith("/ui/login")
+    page.fill("#key", "wm_wrong")
+    page.click("button[type=submit]")
+    assert "unknown or was revoked" in page.inner_text("#login-error")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{service.url}/ui/")
+    assert tenant in page.inner_text("header")
+
+    page.click("text=trip/lyon")
+    page.wait_for_url(re.compile(r"/ui/threads/trip/lyon$"))
+    notes = page.inner_text("#notes")
+    assert "please remember: I am Ada <b>not bold</b>" in notes  # shown as text, escaped
+    assert page.locator("#notes b").count() == 0
+    facts = page.locator("#facts tbody tr")
+    assert facts.count() == 1
+    assert facts.first.inner_text().split("\t")[0].strip() == "1"
+    meter = page.locator("#window")
+    assert int(meter.get_attribute("value") or 0) == memory["window_tokens"]
+    assert int(meter.get_attribute("max") or 0) == memory["budget_tokens"]
+    assert page.locator("details.version").count() == len(memory["summary_versions"])
+    assert "Empty" in page.inner_text("#working-memory")
+    assert page.inner_text("#strategy") == "SUMMARY_BUFFER"
+    page.screenshot(path=str(tmp_path / "thread.png"), full_page=True)
+
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("#forget")
+    page.wait_for_timeout(200)
+    assert "please remember" in page.inner_text("#notes"), "dismissing must forget nothing"
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation():
+        page.click("#forget")
+    assert page.inner_text("#notes").startswith("No notes")
+    assert page.inner_text("#facts") == "No facts."
+    after = httpx.get(
+        f"{service.url}/v1/threads/trip/lyon/memory", headers={"Authorization": f"Bearer {key}"}
+    ).json()
+    assert (after["summary"], after["facts"]) == ("", [])
+    assert after["turn_count"] == memory["turn_count"]
+
+
+def test_a_missing_thread_is_a_404_page(
+    service: LiveServer, database_url: str, tenant: str, page: Page
+) -> None:
+    key = create_key(database_url, tenant, "page").secret
+    page.goto(f"{service.url}/ui/login")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{service.url}/ui/")
+    assert "No threads yet" in page.inner_text("main")
+    response = page.goto(f"{service.url}/ui/threads/nope")
+    assert response is not None
+    assert response.status == 404
+    assert "No such thread" in page.inner_text("h1")
