@@ -14,6 +14,7 @@
 `workingmem.llm.testing` holds `ScriptedUpstream`, a real OpenAI-compatible server for tests.
 """
 
+from ._weights import INSTALL_COMMAND, LOCAL_MODEL, LocalModelUnavailableError, local_model_path
 from .base import (
     CallKind,
     CallMeta,
@@ -28,10 +29,14 @@ from .base import (
     UsageRefusedError,
 )
 from .guard import AllowAllGuard, TokenBudgetGuard, UsageGuard
+from .local import LOCAL_MODEL_CONTEXT, LocalModelClient
 from .openai_client import OpenAIClient
 from .trace import CallRecord, GuardedClient, LLMTracer
 
 __all__ = [
+    "INSTALL_COMMAND",
+    "LOCAL_MODEL",
+    "LOCAL_MODEL_CONTEXT",
     "AllowAllGuard",
     "CallKind",
     "CallMeta",
@@ -41,6 +46,8 @@ __all__ = [
     "LLMClient",
     "LLMError",
     "LLMTracer",
+    "LocalModelClient",
+    "LocalModelUnavailableError",
     "OpenAIClient",
     "StreamEnd",
     "StreamEvent",
@@ -50,4 +57,5 @@ __all__ = [
     "Usage",
     "UsageGuard",
     "UsageRefusedError",
+    "local_model_path",
 ]
