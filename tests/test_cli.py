@@ -45,14 +45,32 @@ def test_the_sub_commands_are_all_there() -> None:
     assert {"threads list", "threads show", "threads forget"} <= set(_commands())
 
 
-def test_demo_stores_a_thread_and_prints_the_window(
+def test_demo_with_a_configured_upstream_plays_the_conversation_through_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With OPENAI_BASE_URL set, the demo uses that upstream (here a scripted one) instead of
+    the local model; it stores 30 turns and compares the two strategies' last request."""
+    from tests.helpers import summarizing_responder
+    from workingmem.llm.testing import Reply, ScriptedUpstream
+
+    def respond(request: dict[str, Any]) -> Reply:
+        if "response_format" in request:
+            return summarizing_responder(request)
+        return Reply("Noted, let's plan it.")
+
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["demo", "--budget", "200"])
+    with ScriptedUpstream(responder=respond) as upstream:
+        base_url = upstream.base_url
+        monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+        result = runner.invoke(app, ["demo"])
+        helper_calls = [r for r in upstream.requests if "response_format" in r]
     assert result.exit_code == 0, result.output
+    assert "the OpenAI-compatible upstream at" in result.output
+    assert base_url.removesuffix("/") in result.output.replace("\n", "")
+    assert "What the model received on the last request" in result.output
     assert "SLIDING_WINDOW" in result.output
-    assert "Can you suggest a plan for the first day?" in result.output
+    assert "Done: 30 turns" in result.output
+    assert helper_calls, "SUMMARY_BUFFER never updated"
     assert (tmp_path / ".workingmem" / "memory.db").exists()
 
 

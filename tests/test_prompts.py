@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -49,11 +48,11 @@ def test_defaults_are_valid_and_render(kind: PromptKind) -> None:
 def test_memory_working_default_asks_for_the_json_shape() -> None:
     prompt = PromptTemplates().render(PromptKind.MEMORY_WORKING, **MEMORY_VALUES)
 
-    example = prompt[prompt.rindex('{"summary"') :].strip()
-    shape = json.loads(
-        example.replace("<the new summary>", "s").replace("<one fact>", "f").replace("<int>", "1")
-    )
-    assert shape == {"summary": "s", "facts": [{"text": "f", "first_turn": 1, "last_turn": 1}]}
+    # the shape in words, with no example values a small model would copy
+    for key in ('"summary"', '"facts"', '"text"', '"first_turn"', '"last_turn"'):
+        assert key in prompt
+    assert "<one fact>" not in prompt
+    assert "<the new summary>" not in prompt
     assert "[turn number] role: text" in prompt
     assert "Never invent" in prompt
 

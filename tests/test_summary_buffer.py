@@ -393,3 +393,24 @@ async def test_concurrent_updates_from_two_workers_lose_nothing_and_call_once_pe
     finally:
         await first.aclose()
         await second.aclose()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param({"summary": "<the new summary>", "facts": []}, id="placeholder-summary"),
+        pytest.param(
+            {
+                "summary": "Ada plans a trip.",
+                "facts": [{"text": "<one fact>", "first_turn": 1, "last_turn": 1}],
+            },
+            id="placeholder-fact",
+        ),
+    ],
+)
+def test_a_copied_template_placeholder_is_not_a_memory(answer: dict[str, object]) -> None:
+    """Small models copy the prompt's example values; those are rejected, not stored."""
+    from workingmem.summarizer import Caps, parse_update
+
+    with pytest.raises(wm.InvalidOutputError, match="placeholder"):
+        parse_update(json.dumps(answer), caps=Caps(4000, 50, 300), previous_summary="", last_turn=4)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 from collections.abc import Coroutine
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
@@ -22,6 +21,7 @@ try:
     import uvicorn
     from rich.console import Console
     from rich.markup import escape
+    from rich.progress import Progress
     from rich.table import Table
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise SystemExit(
@@ -32,16 +32,13 @@ from . import (
     AgentMemoryConfig,
     Gateway,
     GatewayConfig,
-    ModelInfo,
     OpenAIClient,
-    Profile,
-    Strategy,
-    WorkingMemory,
-    WorkingMemoryConfig,
     WorkingMemoryError,
     open_store,
 )
+from .demo import DemoResult
 from .gateway import ThreadMemory
+from .llm import LOCAL_MODEL
 from .stores.keys import ApiKey, ApiKeyStore, NewApiKey
 from .types import Thread, Turn
 
@@ -76,18 +73,6 @@ Db = Annotated[
 ]
 TenantOpt = Annotated[str, typer.Option("--tenant", help="The tenant.")]
 
-_DEMO_CONVERSATION = [
-    ("user", "Hi! I'm Ada, I'm planning a week in Lyon in May."),
-    ("assistant", "Lovely! What would you like to do there?"),
-    ("user", "Mostly food. I'm vegetarian, and I don't drink alcohol."),
-    ("assistant", "Lyon has great vegetarian bouchons; I'll skip the wine bars."),
-    ("user", "I'll travel with my sister Grace; she loves museums."),
-    ("assistant", "The Musée des Confluences is a must for her."),
-    ("user", "Our budget is about 1,200 euros for the two of us, hotel excluded."),
-    ("assistant", "That's comfortable for a week of food and museums."),
-    ("user", "Can you suggest a plan for the first day?"),
-]
-
 
 @app.callback()
 def _root() -> None:
@@ -99,59 +84,80 @@ def _root() -> None:
 
 @app.command()
 def demo(
-    db: str | None = typer.Option(
-        None, help="Database URL or SQLite file; default .workingmem/memory.db"
-    ),
-    budget: int = typer.Option(400, help="Tokens left for the history (budget_tokens)."),
-    model: str = typer.Option("gpt-4o", help="The model whose tokenizer counts."),
+    db: Db = None,
 ) -> None:
-    """Store a short conversation and show the window the model would receive.
+    """Play a 30-turn conversation through the gateway and show what the model received.
 
-    Example: workingmem demo --budget 300
+    Runs on the embedded defaults: the SQLite file and, unless --upstream is given to serve or
+    OPENAI_BASE_URL / OPENAI_API_KEY are set, the local model on the CPU (no key, no network).
+    Then it prints, for the last request, what SLIDING_WINDOW and SUMMARY_BUFFER put in front
+    of the model: the tokens, the notes, the facts.
+
+    Example: workingmem demo
     """
-    asyncio.run(_demo(db, budget, model))
+    from .demo import DEMO_USER_MESSAGES, run_demo
+    from .embedded import choose_upstream
+
+    try:
+        upstream = choose_upstream()
+    except ImportError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from exc
+    console.print(f"Answering with {upstream.description}.")
+    total = len(DEMO_USER_MESSAGES)
+    with Progress(console=console, transient=False) as progress:
+        task = progress.add_task("Conversation", total=total)
+
+        def on_turn(index: int, question: str, answer: str) -> None:
+            progress.update(task, advance=1, description=f"Turn {2 * (index + 1)}/{2 * total}")
+            progress.console.print(f"[bold]user:[/] {escape(question)}")
+            progress.console.print(f"[dim]assistant:[/] {escape(_short(answer, 200))}")
+
+        async def play() -> DemoResult:
+            try:
+                return await run_demo(db=db, on_turn=on_turn, upstream=upstream)
+            finally:
+                await upstream.aclose()
+
+        try:
+            result = asyncio.run(play())
+        except WorkingMemoryError as exc:
+            errors.print(f"[red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(1) from exc
+    _print_demo(result, db)
 
 
-async def _demo(db: str | None, budget: int, model_id: str) -> None:
-    thread_id = f"demo-{uuid.uuid4().hex[:8]}"
-    model = ModelInfo(id=model_id, context_window=128_000)
-    async with await open_store(db) as store:
-        await store.append(
-            tenant_id="local",
-            thread_id=thread_id,
-            messages=[{"role": r, "content": c} for r, c in _DEMO_CONVERSATION],
-            user_id="ada",
-        )
-        memory = WorkingMemory(
-            store=store, config=WorkingMemoryConfig(strategy=Strategy.SLIDING_WINDOW)
-        )
-        loaded = await memory.load(
-            tenant_id="local",
-            thread_id=thread_id,
-            model=model,
-            profile=Profile(id="default"),
-            budget_tokens=budget,
-        )
-        state = await memory.get_state(tenant_id="local", thread_id=thread_id)
-
-    console.print(
-        f"Stored thread [bold]{thread_id}[/] ({len(_DEMO_CONVERSATION)} turns) "
-        f"in {db or '.workingmem/memory.db'}."
-    )
-    table = Table(title=f"SLIDING_WINDOW for {model_id}, budget {budget} tokens")
-    table.add_column("role")
-    table.add_column("content")
-    for message in loaded.messages:
-        table.add_row(message["role"], str(message["content"]))
+def _print_demo(result: DemoResult, db: str | None) -> None:
+    table = Table(title="What the model received on the last request")
+    table.add_column("")
+    table.add_column("SLIDING_WINDOW")
+    table.add_column("SUMMARY_BUFFER")
+    sliding, summary = result.sliding, result.summary
+    table.add_row("tokens", f"{sliding.tokens:,}", f"{summary.tokens:,}")
+    table.add_row("verbatim turns", str(len(sliding.messages) - 1), str(len(summary.messages) - 1))
+    table.add_row("notes (tokens)", str(sliding.parts["notes"]), str(summary.parts["notes"]))
+    notes = summary.loaded.notes if summary.loaded is not None else ""
+    table.add_row("notes", "—", escape(notes) or "— (no summary yet)")
     console.print(table)
+    facts = result.state.fact_details
+    console.print(f"Facts stored ({len(facts)}):")
+    for fact in facts:
+        where = f" [dim](turns {fact.first_turn}-{fact.last_turn})[/]" if fact.first_turn else ""
+        console.print(f"  - {escape(fact.text)}{where}")
     console.print(
-        f"Window: {len(loaded.messages)} turns, {loaded.tokens} tokens "
-        f"({loaded.dropped_turns} older turns left out)."
+        f"\nDone: {result.turns} turns in thread [bold]{result.thread_id}[/] of tenant 'local' "
+        f"in {db or '.workingmem/memory.db'}, summary version {result.state.version}."
     )
     console.print(
-        f"Stored memory state: summary {state.summary!r}, {len(state.facts)} facts, "
-        f"turn_count {state.turn_count} (SLIDING_WINDOW stores none)."
+        "Next: [bold]workingmem serve[/] and open "
+        f"http://127.0.0.1:8080/ui/threads/{result.thread_id} to see and forget this memory; "
+        "point any OpenAI client at http://127.0.0.1:8080/v1 with an X-Thread-Id header."
     )
+
+
+def _short(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -190,8 +196,9 @@ def serve(
     upstream: Annotated[
         str | None,
         typer.Option(
-            help="The OpenAI-compatible upstream's base URL (…/v1); default $OPENAI_BASE_URL, "
-            "else OpenAI. Its key comes from $OPENAI_API_KEY."
+            help="The OpenAI-compatible upstream's base URL (…/v1); default $OPENAI_BASE_URL "
+            "(or OpenAI when only $OPENAI_API_KEY is set), else the local model on the CPU. "
+            "Its key comes from $OPENAI_API_KEY."
         ),
     ] = None,
     model: Annotated[
@@ -238,6 +245,14 @@ def serve(
         console.print(
             "No API keys in the database: serving the single local tenant 'local', on loopback "
             "only. Create a key with 'workingmem keys create --tenant NAME' to serve tenants."
+        )
+    if upstream or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
+        where = upstream or os.environ.get("OPENAI_BASE_URL") or "OpenAI"
+        console.print(f"Upstream: {escape(where)}.")
+    else:
+        console.print(
+            f"Upstream: none configured, so the local model {LOCAL_MODEL} answers, on the CPU "
+            "(no key, no network). Set --upstream or OPENAI_API_KEY to use another model."
         )
     shown = f"[{host}]" if ":" in host else host
     console.print(f"OpenAI base URL: http://{shown}:{port}/v1 · page: http://{shown}:{port}/ui/")

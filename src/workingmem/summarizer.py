@@ -41,6 +41,8 @@ TURN_MAX_CHARS = 4_000
 must not blow the helper's input cap."""
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
+"""A text that is only ``<something>``: a template's example value, copied, not a memory."""
 
 
 class InvalidOutputError(WorkingMemoryError):
@@ -160,6 +162,8 @@ def parse_update(
     if not isinstance(summary, str):
         raise InvalidOutputError("'summary' is missing or not a string")
     summary = summary.strip()
+    if _PLACEHOLDER.match(summary):
+        raise InvalidOutputError(f"the summary is a placeholder, not a summary: {summary!r}")
     if not summary and previous_summary:
         raise InvalidOutputError("the summary came back empty where there was one")
     if len(summary) > caps.summary_max_chars:
@@ -186,6 +190,8 @@ def _fact(item: object, index: int, *, caps: Caps, last_turn: int) -> Fact:
     if not isinstance(text, str) or not text.strip():
         raise InvalidOutputError(f"facts[{index}].text is missing or empty")
     text = text.strip()
+    if _PLACEHOLDER.match(text):
+        raise InvalidOutputError(f"facts[{index}] is a placeholder, not a fact: {text!r}")
     if len(text) > caps.fact_max_chars:
         raise InvalidOutputError(
             f"facts[{index}] has {len(text)} characters; the cap is {caps.fact_max_chars}"

@@ -8,22 +8,24 @@
         app = create_app(settings, gateway=gateway)
 
 The lifespan owns what the app builds: it opens the store (migrating it), builds the `Gateway`
-over an `OpenAIClient` to the upstream, and starts its background queue; on shutdown it drains
+over the upstream (`workingmem.embedded.choose_upstream`: the configured OpenAI-compatible one,
+else the local model), and starts its background queue; on shutdown it drains
 the queue (every pending memory update runs), then closes the client and the store. A gateway
 passed in is the host's: the app starts its queue and closes nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
 from .. import __version__
+from ..embedded import choose_upstream
 from ..errors import ValidationError
 from ..gateway import Gateway
-from ..llm import OpenAIClient
 from ..memory import WorkingMemory
 from ..stores import open_store
 from ..stores.keys import ApiKeyStore
@@ -36,6 +38,8 @@ from .settings import ServiceSettings
 from .state import Services
 
 __all__ = ["create_app"]
+
+logger = logging.getLogger("workingmem.service")
 
 DESCRIPTION = """\
 An OpenAI-compatible `/v1/chat/completions` with memory: send only the new message with an
@@ -98,19 +102,22 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     async with AsyncExitStack() as stack:
         store = await open_store(settings.database_url)
         stack.push_async_callback(store.aclose)
-        llm = OpenAIClient(
+        upstream = choose_upstream(
             base_url=settings.upstream_base_url,
             api_key=settings.upstream_api_key,
+            config=settings.gateway,
             timeout=settings.upstream_timeout,
             max_retries=settings.upstream_max_retries,
         )
-        stack.push_async_callback(llm.aclose)
+        stack.push_async_callback(upstream.aclose)
+        logger.info("answering with %s", upstream.description)
         gateway = Gateway(
             store=store,
-            llm=llm,
-            config=settings.gateway,
+            llm=upstream.client,
+            config=upstream.config,
             profiles=settings.profiles,
             agent_memory=settings.agent_memory,
+            templates=upstream.templates,
             on_report=metrics.on_report,
         )
         await stack.enter_async_context(gateway)  # closing it drains the background queue

