@@ -336,3 +336,14 @@ async def test_profiles_pick_the_model_prompt_and_strategy(
     assert request["model"] == "other-model"
     assert request["messages"][0]["content"] == "Answer in one word."
     assert json.dumps(request).count("About this conversation") == 0
+
+
+async def test_a_background_job_is_queued_only_when_an_update_is_due(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """Every 4 turns (2 answers) an update is due: the answers in between queue nothing."""
+    for i in range(4):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"please remember {i}")
+        await gateway.when_idle()
+    assert gateway.queue.completed == 2
+    assert len([r for r in upstream.requests if "response_format" in r]) == 2

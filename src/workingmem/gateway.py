@@ -433,7 +433,25 @@ class Gateway:
             reviewed=reviewed,
         )
 
+    def _update_due(self, run: _Run) -> bool:
+        """False when the built-in memory certainly has nothing to do: SLIDING_WINDOW, memory
+        switched off, or fewer new turns than `update_every_turns` since the notes the request
+        was built with (the state only moves forward, so a count that was not due then is not
+        due now). A host's own memory is always asked."""
+        if not isinstance(self.memory, WorkingMemory):
+            return True
+        config = run.profile.resolve(self.memory.config)
+        if not config.enabled or config.strategy is not Strategy.SUMMARY_BUFFER:
+            return False
+        loaded = run.context.loaded if run.context else None
+        if loaded is None or loaded.covered_turns is None or not run.turns:
+            return True
+        newest = run.turns[-1].seq or 0
+        return newest - loaded.covered_turns >= config.update_every_turns
+
     def _submit_update(self, run: _Run, reviewed: bool) -> None:
+        if not self._update_due(run):
+            return
         cheap = run.profile.cheap_model_id or self.config.cheap_model
         meta = CallMeta(
             tenant_id=run.tenant_id,

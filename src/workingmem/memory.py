@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
@@ -163,9 +164,10 @@ class WorkingMemory:
             tenant_id, thread_id, tokenizer, limit=limit, reach=config.recent_turns
         )
         state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
-        return _loaded(
+        loaded = _loaded(
             window, tokens, total, notes=render_notes(state), strategy=Strategy.SUMMARY_BUFFER
         )
+        return replace(loaded, covered_turns=state.turn_count)
 
     async def _window(
         self,

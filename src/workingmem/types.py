@@ -214,6 +214,9 @@ class WorkingMemoryLoad:
     """The strategy that made this load; None when memory is switched off."""
     dropped_turns: int = 0
     """Turns of the thread that are not in the window."""
+    covered_turns: int | None = None
+    """SUMMARY_BUFFER: the thread's turn count the notes were written at (the state's), so a
+    caller can tell whether an update is due without reading it again; None otherwise."""
     message_tokens: tuple[int, ...] = ()
     """Each message's tokens (per-message overhead included), when the memory knows them:
     the assembler then need not count them again. Empty for "unknown"."""
