@@ -1,0 +1,256 @@
+"""JSON Schema -> llama.cpp grammar (GBNF), for the local model's structured output.
+
+    grammar = schema_grammar({"type": "object", "properties": {...}, "required": [...]})
+
+Written here for the schemas structured outputs use, because llama-cpp-python's own converter
+writes ``maxLength: 4000`` as 4,000 nested groups (which llama.cpp refuses) and lets raw control
+characters into strings (which `json.loads` refuses). Other schemas go to its converter.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from .base import LLMError
+
+__all__ = ["cached_grammar", "schema_grammar"]
+
+_MAX_REPETITION = 1000
+"""The largest ``{m,n}`` count written: llama.cpp rejects 2,000 and more."""
+_CHAR_BLOCK = 100
+"""A long string is written as blocks of this many characters (see `schema_grammar`)."""
+
+
+def schema_grammar(schema: dict[str, Any]) -> str:
+    """The GBNF grammar of the JSON that `schema` allows; ``{}`` allows any JSON object.
+
+    Written here for the schemas structured outputs use (OpenAI's strict subset: objects
+    whose properties are all required, arrays with ``minItems`` / ``maxItems``, strings with
+    ``minLength`` / ``maxLength``, numbers, booleans, null, ``enum``, ``const``, ``anyOf``),
+    because llama-cpp-python's converter gets two things wrong for us: it writes
+    ``maxLength: 4000`` as 4,000 nested groups, which llama.cpp refuses to parse (no count
+    over 2,000), and it lets raw control characters into strings, which `json.loads` refuses.
+    Here a long string is a chain of blocks, and string characters are JSON's. Any other
+    schema (``$ref``, optional properties, ``pattern``, ...) goes to llama-cpp-python's
+    converter as it is.
+
+    Raises:
+        LLMError: status 400, for a schema neither converter can follow.
+    """
+    try:
+        return _Grammar().build(schema or {"type": "object"})
+    except _UnsupportedSchemaError:
+        pass
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        return str(json_schema_to_gbnf(json.dumps(schema)))
+    except Exception as exc:  # its converter asserts, raises ValueError, KeyError, ...
+        raise LLMError(
+            f"the local model cannot follow this JSON schema: {_short(repr(exc))}",
+            status_code=400,
+        ) from exc
+
+
+class _UnsupportedSchemaError(Exception):
+    """A schema feature `_Grammar` does not write."""
+
+
+_PRIMITIVES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "space": ('" "?', ()),
+    "char": (r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})', ()),
+    "string": (r'"\"" char* "\"" space', ("char", "space")),
+    "integer": ('"-"? ([0-9] | [1-9] [0-9]{0,15}) space', ("space",)),
+    "number": (
+        '"-"? ([0-9] | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? space',
+        ("space",),
+    ),
+    "boolean": ('("true" | "false") space', ("space",)),
+    "null": ('"null" space', ("space",)),
+    "value": (
+        "object | array | string | number | boolean | null",
+        ("object", "array", "string", "number", "boolean", "null"),
+    ),
+    "object": (
+        '"{" space (string ":" space value ("," space string ":" space value)*)? "}" space',
+        ("string", "value", "space"),
+    ),
+    "array": ('"[" space (value ("," space value)*)? "]" space', ("value", "space")),
+}
+"""GBNF rules of JSON's primitives, with the rules each one uses."""
+
+
+class _Grammar:
+    """Writes a schema's grammar rule by rule; `_UnsupportedSchemaError` for what it cannot."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+
+    def build(self, schema: dict[str, Any]) -> str:
+        root = self.visit(schema, "root")
+        if root != "root":
+            self.rules["root"] = root
+        return "\n".join(f"{name} ::= {body}" for name, body in self.rules.items())
+
+    def visit(self, schema: object, name: str) -> str:
+        """The name of the rule for `schema`, added with the rules it needs."""
+        if not isinstance(schema, dict):
+            raise _UnsupportedSchemaError(f"schema {schema!r}")
+        if "const" in schema:
+            return self.rule(name, _literal(schema["const"]) + " space", "space")
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise _UnsupportedSchemaError("enum")
+            return self.rule(name, " | ".join(_literal(v) for v in values) + " space", "space")
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = schema[key]
+                if not isinstance(options, list) or not options:
+                    raise _UnsupportedSchemaError(key)
+                return self.rule(
+                    name,
+                    " | ".join(self.visit(s, f"{name}-{i}") for i, s in enumerate(options)),
+                )
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return self.rule(
+                name, " | ".join(self.visit({**schema, "type": t}, f"{name}-{t}") for t in kind)
+            )
+        known = {
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "items",
+            "minItems",
+            "maxItems",
+            "minLength",
+            "maxLength",
+            "title",
+            "description",
+        }
+        if not set(schema) <= known:
+            raise _UnsupportedSchemaError(", ".join(sorted(set(schema) - known)))
+        if kind == "object":
+            if schema.get("properties"):
+                return self.object(schema, name)
+            if schema.get("additionalProperties") is False:
+                return self.rule(name, '"{" space "}" space', "space")
+            return self.primitive("object")
+        if kind == "array" and "items" in schema:
+            return self.array(schema, name)
+        if kind == "string" and ("minLength" in schema or "maxLength" in schema):
+            return self.string(schema, name)
+        if kind is None:
+            return self.primitive("value")
+        if kind in ("string", "integer", "number", "boolean", "null", "array"):
+            return self.primitive(str(kind))
+        raise _UnsupportedSchemaError(f"type {kind!r}")
+
+    def object(self, schema: dict[str, Any], name: str) -> str:
+        properties = schema["properties"]
+        if not isinstance(properties, dict) or set(schema.get("required", ())) != set(properties):
+            raise _UnsupportedSchemaError("optional properties")  # OpenAI's strict mode has none
+        pairs = [
+            f'{_literal(key)} space ":" space {self.visit(value, f"{name}-{_rule_name(key)}")}'
+            for key, value in properties.items()
+        ]
+        self.primitive("space")
+        return self.rule(name, '"{" space ' + ' "," space '.join(pairs) + ' "}" space')
+
+    def array(self, schema: dict[str, Any], name: str) -> str:
+        low, high = _bounds(schema, "minItems", "maxItems")
+        item = self.visit(schema["items"], f"{name}-item")
+        more = _repeat(f'"," space {item}', max(low - 1, 0), None if high is None else high - 1)
+        items = f"{item} {more}"
+        body = items if low else f"({items})?"
+        if high == 0:
+            body = ""
+        self.primitive("space")
+        return self.rule(name, f'"[" space {body} "]" space')
+
+    def string(self, schema: dict[str, Any], name: str) -> str:
+        low, high = _bounds(schema, "minLength", "maxLength")
+        char = self.primitive("char")
+        self.primitive("space")
+        head = _repeat(char, low, low)
+        if high is None:
+            chars = f"{head} {char}*"
+        elif high - low <= _MAX_REPETITION:
+            chars = f"{head} {_repeat(char, 0, high - low)}"
+        else:  # chain_1 = 0..B+r chars; chain_k = 0..B-1 chars, or B then chain_(k-1)
+            blocks, rest = divmod(high - low, _CHAR_BLOCK)
+            chain = self.rule(f"{name}-chars-1", _repeat(char, 0, _CHAR_BLOCK + rest))
+            for level in range(2, blocks + 1):
+                chain = self.rule(
+                    f"{name}-chars-{level}",
+                    f"{_repeat(char, 0, _CHAR_BLOCK - 1)} | "
+                    f"{_repeat(char, _CHAR_BLOCK, _CHAR_BLOCK)} {chain}",
+                )
+            chars = f"{head} {chain}"
+        return self.rule(name, rf'"\"" {chars.strip()} "\"" space')
+
+    def primitive(self, name: str) -> str:
+        body, needs = _PRIMITIVES[name]
+        if name not in self.rules:
+            self.rules[name] = body
+            for need in needs:
+                self.primitive(need)
+        return name
+
+    def rule(self, name: str, body: str, *needs: str) -> str:
+        for need in needs:
+            self.primitive(need)
+        unique, n = name, 1
+        while unique in self.rules or unique in _PRIMITIVES:
+            unique, n = f"{name}{n}", n + 1
+        self.rules[unique] = body
+        return unique
+
+
+def _bounds(schema: dict[str, Any], low_key: str, high_key: str) -> tuple[int, int | None]:
+    low, high = schema.get(low_key, 0), schema.get(high_key)
+    for value in (low, high):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
+            raise _UnsupportedSchemaError(f"{low_key}/{high_key} {value!r}")
+    if low > _MAX_REPETITION or (high is not None and high < low):
+        raise _UnsupportedSchemaError(f"{low_key} {low}, {high_key} {high}")
+    if high is not None and high - low > _MAX_REPETITION and high_key != "maxLength":
+        raise _UnsupportedSchemaError(f"{high_key} {high}")
+    return low, high
+
+
+def _repeat(item: str, low: int, high: int | None) -> str:
+    """`item` `low` to `high` times (None: no limit), in GBNF; "" for none at all."""
+    if high == 0:
+        return ""
+    if high is None:
+        return f"({item}){{{low},}}" if low else f"({item})*"
+    return f"({item}){{{low},{high}}}"
+
+
+def _literal(value: object) -> str:
+    """The GBNF literal of a value's JSON text."""
+    text = json.dumps(value, ensure_ascii=False)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _rule_name(key: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in key) or "key"
+
+
+@functools.lru_cache(maxsize=16)
+def cached_grammar(schema_json: str) -> str:
+    """`schema_grammar` of a schema given as canonical JSON, remembered: a service asks for
+    the same few schemas again and again."""
+    return schema_grammar(json.loads(schema_json))
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
