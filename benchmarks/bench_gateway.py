@@ -49,7 +49,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import workingmem as wm
-from _data import default_data_path, load_conversations, thread_messages
+from _cli import POSTGRES_ENV, add_store_options, positive_ints
+from _data import load_conversations, thread_messages
 from workingmem.gateway import Gateway
 from workingmem.gateway_config import GatewayConfig
 from workingmem.llm import CallKind, CallMeta
@@ -73,7 +74,6 @@ SUMMARY_LAG = 4
 """SUMMARY_BUFFER threads start with a summary through their 4th-newest turn (a steady state:
 updates every 6 turns leave it 0-5 behind), so the first ask's update is due."""
 STRATEGIES = (wm.Strategy.SUMMARY_BUFFER, wm.Strategy.SLIDING_WINDOW)
-POSTGRES_ENV = "WORKINGMEM_TEST_POSTGRES_URL"
 TENANT = "bench"
 ANSWER = "OK."
 _TURN = re.compile(r"^\[(\d+)\] (user|assistant)[^:]*: (.*)$", re.MULTILINE)
@@ -282,13 +282,14 @@ async def measure_store(
             t3 = time.perf_counter_ns()
             if result.answer != ANSWER:
                 raise RuntimeError(f"unexpected answer {result.answer!r}")
-            (report,) = reports[before:]
+            # one report per queued update; none when the gateway saw that nothing could be due
+            new_reports = reports[before:]
             if not timed:
                 return
             cell.ask.append(t1 - t0)
             cell.direct.append(t3 - t2)
             cell.overhead.append((t1 - t0) - (t3 - t2))
-            if report.outcome is wm.UpdateOutcome.UPDATED:
+            if any(r.outcome is wm.UpdateOutcome.UPDATED for r in new_reports):
                 cell.update_due.append(t2 - t1)
             else:
                 cell.update_not_due.append(t2 - t1)
@@ -510,7 +511,8 @@ NOTES = [
     "update when due / not due: the background update after the ask (`when_idle`, outside the "
     "ask's timing), median ms and count. When due it reads the new turns, calls the cheap "
     "model once (the same instant upstream, through the SDK: the call is included) and writes "
-    "the state; not due: it only checks. SLIDING_WINDOW has no update (skipped).",
+    "the state; not due: no job was queued (the gateway saw nothing could be due) or the job "
+    "only checked. SLIDING_WINDOW queues none.",
     "SUMMARY_BUFFER threads start with a summary through their 4th-newest turn (updates every "
     "6 turns keep it 0-5 turns behind), so the first ask's update is due, then every third.",
 ]
@@ -525,21 +527,11 @@ def print_notes() -> None:
 # -- entry point -----------------------------------------------------------------------------
 
 
-def parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = sorted({int(part.replace("_", "")) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
-    if not sizes or sizes[0] < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive integers: {text!r}")
-    return sizes
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--sizes",
-        type=parse_sizes,
+        type=positive_ints,
         default=list(DEFAULT_SIZES),
         help="thread lengths in turns, comma-separated (default: 10,1000,10000)",
     )
@@ -555,18 +547,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=DEFAULT_WINDOW,
         help=f"the model's context window in tokens (default: {DEFAULT_WINDOW:,})",
     )
-    parser.add_argument(
-        "--postgres",
-        metavar="URL",
-        default=os.environ.get(POSTGRES_ENV),
-        help=f"PostgreSQL URL (default: ${POSTGRES_ENV}; unset: PostgreSQL is not measured)",
-    )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=default_data_path(),
-        help="LoCoMo JSON (default: ../shared/data/locomo-dev.json from the repository root)",
-    )
+    add_store_options(parser)
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")

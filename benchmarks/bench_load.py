@@ -41,7 +41,8 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 import workingmem as wm
-from _data import default_data_path, load_conversations, thread_messages
+from _cli import POSTGRES_ENV, add_store_options, positive_ints
+from _data import load_conversations, thread_messages
 
 Message = dict[str, Any]
 Conversations = list[list[Message]]
@@ -65,7 +66,6 @@ CELL_BUDGET_S = 10.0
 TARGET_RATIO = 1.5
 TARGET_SQLITE_MS = 1.0
 TARGET_SQLITE_SIZE = 10_000
-POSTGRES_ENV = "WORKINGMEM_TEST_POSTGRES_URL"
 TARGETS = "load at 100,000 turns within 1.5x of 100 turns; under 1 ms on SQLite at 10,000 turns"
 
 
@@ -652,39 +652,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--sizes",
-        type=parse_sizes,
+        type=positive_ints,
         default=list(DEFAULT_SIZES),
         help="thread lengths in turns, comma-separated (default: 100,1000,10000,100000)",
     )
     parser.add_argument(
         "--repeat", type=int, default=DEFAULT_REPEAT, help="timed calls per size (default: 50)"
     )
-    parser.add_argument(
-        "--postgres",
-        metavar="URL",
-        default=os.environ.get(POSTGRES_ENV),
-        help=f"PostgreSQL URL (default: ${POSTGRES_ENV}; unset: PostgreSQL is not measured)",
-    )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=default_data_path(),
-        help="LoCoMo JSON (default: ../shared/data/locomo-dev.json from the repository root)",
-    )
+    add_store_options(parser)
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     return args
-
-
-def parse_sizes(text: str) -> list[int]:
-    try:
-        sizes = sorted({int(part.replace("_", "")) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
-    if not sizes or sizes[0] < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive integers: {text!r}")
-    return sizes
 
 
 def main(argv: Sequence[str] | None = None) -> int:

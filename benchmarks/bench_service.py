@@ -65,7 +65,8 @@ from urllib.parse import urlsplit
 import httpx
 
 import workingmem as wm
-from _data import default_data_path, load_conversations, thread_messages
+from _cli import POSTGRES_ENV, add_store_options, positive_ints
+from _data import load_conversations, thread_messages
 from bench_gateway import (
     build_thread,
     catch_up_summary,
@@ -87,7 +88,6 @@ DEFAULT_SECONDS = 8.0
 WARMUP_SECONDS = 1.5
 SEED_TURNS = 200
 DRAIN_TIMEOUT = 120.0
-POSTGRES_ENV = "WORKINGMEM_TEST_POSTGRES_URL"
 DATABASE_ENV = "WORKINGMEM_DATABASE_URL"
 ANSWER = "OK."
 SERVICE_DEFAULTS = GatewayConfig()
@@ -724,21 +724,11 @@ def print_notes() -> None:
 # -- entry point -------------------------------------------------------------------------------
 
 
-def parse_clients(text: str) -> list[int]:
-    try:
-        counts = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
-    if not counts or counts[0] < 1:
-        raise argparse.ArgumentTypeError(f"client counts must be positive: {text!r}")
-    return counts
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--clients",
-        type=parse_clients,
+        type=positive_ints,
         default=list(DEFAULT_CLIENTS),
         help="concurrent clients, comma-separated (default: 1,16,64)",
     )
@@ -748,18 +738,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=DEFAULT_SECONDS,
         help=f"timed seconds per point (default: {DEFAULT_SECONDS:g})",
     )
-    parser.add_argument(
-        "--postgres",
-        metavar="URL",
-        default=os.environ.get(POSTGRES_ENV),
-        help=f"PostgreSQL URL (default: ${POSTGRES_ENV}; unset: PostgreSQL is not measured)",
-    )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=default_data_path(),
-        help="LoCoMo JSON (default: ../shared/data/locomo-dev.json from the repository root)",
-    )
+    add_store_options(parser)
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-service", metavar="UPSTREAM_URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
