@@ -79,6 +79,8 @@ class AskResult:
     model: str
     tool_rounds: int = 0
     reviewed: bool = False
+    finish_reason: str = "stop"
+    """The upstream's reason for ending the answer (``length`` when cut at max_tokens)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,6 +433,7 @@ class Gateway:
             model=run.model.id,
             tool_rounds=run.rounds,
             reviewed=reviewed,
+            finish_reason=_finish_reason(run.completion),
         )
 
     def _update_due(self, run: _Run) -> bool:
@@ -552,6 +555,13 @@ class Gateway:
             profile=resolved,
             cheap_model_id=resolved.cheap_model_id or self.config.cheap_model,
         )
+
+
+def _finish_reason(completion: Completion | None) -> str:
+    """The answer's finish reason; a round that ended on tool calls the gateway ran (or ignored
+    in the last round) still ended the answer with its text: "stop"."""
+    reason = completion.finish_reason if completion is not None else None
+    return reason if reason and reason != "tool_calls" else "stop"
 
 
 def _user_message(message: str | Message) -> Message:

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from workingmem.llm.testing import ScriptedUpstream, StatusError
+from workingmem.llm.testing import Reply, ScriptedUpstream, StatusError
 
 from .conftest import TEMPLATE
 from .live import LiveServer, create_key, revoke_key
@@ -334,3 +334,27 @@ def test_metrics_count_requests_answers_helper_calls_and_the_queue(
     assert "workingmem_helper_calls_total 1" in text
     assert 'workingmem_memory_updates_total{outcome="updated"} 1' in text
     assert "workingmem_background_queue_depth " in text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_answer_cut_at_max_tokens_says_length_like_the_upstream(
+    service: LiveServer, key: str, upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """The upstream's finish_reason reaches the client, so it can tell a cut answer."""
+    upstream.push(Reply("A very long answer that was cu", finish_reason="length"))
+    with sdk(service, key) as client:
+        if stream:
+            chunks = list(
+                client.chat.completions.create(
+                    model="answer-model",
+                    messages=[{"role": "user", "content": "go on"}],
+                    stream=True,
+                )
+            )
+            reasons = [c.choices[0].finish_reason for c in chunks if c.choices]
+            assert reasons[-1] == "length"
+        else:
+            answer = client.chat.completions.create(
+                model="answer-model", messages=[{"role": "user", "content": "go on"}]
+            )
+            assert answer.choices[0].finish_reason == "length"

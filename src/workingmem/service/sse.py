@@ -88,7 +88,7 @@ async def answer_events(
                 return
         usage = stream.result.usage if stream.result is not None else Usage()
         metrics.observe_answer(usage)
-        yield _event(chunk({}, "stop"))
+        yield _event(chunk({}, stream.result.finish_reason if stream.result else "stop"))
         if info.include_usage:
             last = chunk({})
             last["choices"] = []

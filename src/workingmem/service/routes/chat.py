@@ -145,7 +145,12 @@ async def chat_completions(
         id=completion_id,
         created=created,
         model=result.model,
-        choices=[Choice(message=AssistantMessage(content=result.answer))],
+        choices=[
+            Choice(
+                message=AssistantMessage(content=result.answer),
+                finish_reason=result.finish_reason,
+            )
+        ],
         usage=CompletionUsage(
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
