@@ -347,3 +347,20 @@ async def test_a_background_job_is_queued_only_when_an_update_is_due(
         await gateway.when_idle()
     assert gateway.queue.completed == 2
     assert len([r for r in upstream.requests if "response_format" in r]) == 2
+
+
+async def test_the_budget_is_the_window_minus_the_system_prompt_and_the_reserve(
+    gateway: Gateway, tenant: str
+) -> None:
+    """R16: budget_tokens = context window - tokens of the rendered system prompt - reserve."""
+    await gateway.store.append(tenant_id=tenant, thread_id="th", messages=[user("hello")])
+    context = await gateway.assembler.build(
+        tenant_id=tenant,
+        thread_id="th",
+        user_id=None,
+        profile=wm.Profile(id="p", system_prompt="Be brief.\n{memory}"),
+        model=MODEL,
+    )
+    system_tokens = wm.tokenizer_for(MODEL).count_message(context.messages[0])
+    assert context.budget_tokens == (MODEL.context_window - system_tokens - MODEL.max_output_tokens)
+    assert context.messages[0]["content"] == "Be brief."

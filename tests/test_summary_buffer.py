@@ -414,3 +414,46 @@ def test_a_copied_template_placeholder_is_not_a_memory(answer: dict[str, object]
 
     with pytest.raises(wm.InvalidOutputError, match="placeholder"):
         parse_update(json.dumps(answer), caps=Caps(4000, 50, 300), previous_summary="", last_turn=4)
+
+
+async def test_load_never_waits_for_an_update_nor_calls_a_model(
+    store: wm.ThreadStore, tenant: str, client: OpenAIClient, upstream: ScriptedUpstream
+) -> None:
+    """R11: while the helper is still thinking, load answers at once with the old notes and
+    sends nothing upstream."""
+    memory = make_memory(store, client)
+    await store.append(tenant_id=tenant, thread_id="th", messages=[*exchange(1), *exchange(2)])
+    upstream.push(Delay(1.0, Reply(json.dumps({"summary": "later", "facts": []}))))
+    update = asyncio.create_task(save(memory, tenant))
+    await asyncio.sleep(0.1)
+    assert len(upstream.requests) == 1
+    started = asyncio.get_running_loop().time()
+    loaded = await memory.load(
+        tenant_id=tenant, thread_id="th", model=GPT4O, profile=DEFAULT_PROFILE, budget_tokens=4000
+    )
+    assert asyncio.get_running_loop().time() - started < 0.5
+    assert loaded.notes == ""
+    assert len(upstream.requests) == 1
+    assert (await update).outcome is wm.UpdateOutcome.UPDATED
+
+
+async def test_every_helper_call_carries_its_meta_to_the_guard(
+    store: wm.ThreadStore, tenant: str, client: OpenAIClient
+) -> None:
+    """R10: the guard sees tenant, thread, user, kind MEMORY_WORKING and the cheap model."""
+    seen: list[wm.CallMeta] = []
+
+    class Recording:
+        async def check(self, meta: wm.CallMeta) -> str | None:
+            seen.append(meta)
+            return None
+
+        async def record(self, meta: wm.CallMeta, usage: wm.Usage) -> None:
+            return None
+
+    memory = make_memory(store, client, guard=Recording())
+    await store.append(tenant_id=tenant, thread_id="th", messages=[*exchange(1), *exchange(2)])
+    await save(memory, tenant)
+    assert [(m.tenant_id, m.thread_id, m.user_id, m.kind, m.model) for m in seen] == [
+        (tenant, "th", "u", wm.CallKind.MEMORY_WORKING, CHEAP)
+    ]

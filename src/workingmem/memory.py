@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
@@ -164,10 +163,14 @@ class WorkingMemory:
             tenant_id, thread_id, tokenizer, limit=limit, reach=config.recent_turns
         )
         state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
-        loaded = _loaded(
-            window, tokens, total, notes=render_notes(state), strategy=Strategy.SUMMARY_BUFFER
+        return _loaded(
+            window,
+            tokens,
+            total,
+            notes=render_notes(state),
+            strategy=Strategy.SUMMARY_BUFFER,
+            covered_turns=state.turn_count,
         )
-        return replace(loaded, covered_turns=state.turn_count)
 
     async def _window(
         self,
@@ -373,7 +376,13 @@ def _next_batch(turns: list[CountedTurn], limit: int | None, batch: int) -> int:
 
 
 def _loaded(
-    window: list[CountedTurn], tokens: int, total: int, *, notes: str, strategy: Strategy | None
+    window: list[CountedTurn],
+    tokens: int,
+    total: int,
+    *,
+    notes: str,
+    strategy: Strategy | None,
+    covered_turns: int | None = None,
 ) -> WorkingMemoryLoad:
     return WorkingMemoryLoad(
         messages=[turn.message for turn in window],
@@ -382,4 +391,5 @@ def _loaded(
         strategy=strategy,
         dropped_turns=total - len(window),
         message_tokens=tuple(turn.tokens for turn in window),
+        covered_turns=covered_turns,
     )

@@ -18,17 +18,19 @@ from ..messages import (
     PlannedTurn,
     check_id,
     dumps_message,
-    normalize_messages,
     plan_units,
 )
 from ..tokens import Tokenizer, tokenizer_from_key
-from ..types import CountedTurn, Fact, Message, Turn, WorkingMemoryState
+from ..types import CountedTurn, Fact, Message, WorkingMemoryState
 
 __all__ = [
     "PreparedAppend",
+    "check_page",
     "check_scope",
+    "counted_tail",
     "decode_facts",
     "encode_facts",
+    "later",
     "loads_message",
     "plan_append",
     "state_from_row",
@@ -104,11 +106,6 @@ class PreparedAppend:
         return self.turns[-1].unit_seq
 
 
-def normalize_input(messages: object) -> list[Message]:
-    """Validates messages before any I/O: a bad one fails without touching the database."""
-    return normalize_messages(messages)
-
-
 def plan_append(
     messages: Sequence[Message],
     *,
@@ -152,7 +149,3 @@ def check_page(limit: int, offset: int) -> None:
         raise ValidationError("limit", f"must be between 1 and 1000, got {limit}")
     if offset < 0:
         raise ValidationError("offset", f"must not be negative, got {offset}")
-
-
-def stored_turn(seq: int, message: Message, created_at: datetime) -> Turn:
-    return Turn.from_message(message, seq=seq, created_at=created_at)

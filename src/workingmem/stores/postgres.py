@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from ..errors import ConflictError, NotFoundError, StoreError, ValidationError, WorkingMemoryError
-from ..messages import OpenUnit, check_id
+from ..messages import OpenUnit, check_id, normalize_messages
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
@@ -167,7 +167,7 @@ class PostgresStore(PostgresDocuments, PostgresKeys):
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
             check_id("user_id", user_id)
-        clean = _rows.normalize_input(messages)
+        clean = normalize_messages(messages)
         now = _rows.utcnow()
         async with self._tx() as conn:
             try:
@@ -218,7 +218,7 @@ class PostgresStore(PostgresDocuments, PostgresKeys):
                 "WHERE id = %s",
                 (prepared.turns[-1].seq, prepared.last_unit_seq, now, pk),
             )
-        return [_rows.stored_turn(t.seq, t.message, now) for t in prepared.turns]
+        return [Turn.from_message(t.message, seq=t.seq, created_at=now) for t in prepared.turns]
 
     async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
@@ -253,7 +253,9 @@ class PostgresStore(PostgresDocuments, PostgresKeys):
                 (pk, after_seq, limit),
             )
             rows = await cursor.fetchall()
-        return [_rows.stored_turn(r[0], _rows.loads_message(r[1]), r[2]) for r in rows]
+        return [
+            Turn.from_message(_rows.loads_message(r[1]), seq=r[0], created_at=r[2]) for r in rows
+        ]
 
     async def read_tail(
         self,

@@ -27,7 +27,7 @@ from typing import Any, Self
 import aiosqlite
 
 from ..errors import ConflictError, NotFoundError, StoreError, ValidationError
-from ..messages import OpenUnit, check_id
+from ..messages import OpenUnit, check_id, normalize_messages
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
@@ -188,7 +188,7 @@ class SQLiteStore(SQLiteDocuments, SQLiteKeys):
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
             check_id("user_id", user_id)
-        clean = _rows.normalize_input(messages)
+        clean = normalize_messages(messages)
         now = _rows.utcnow()
         stamp = now.isoformat()
         async with self._write() as db:
@@ -238,7 +238,7 @@ class SQLiteStore(SQLiteDocuments, SQLiteKeys):
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
                 (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
             )
-        return [_rows.stored_turn(t.seq, t.message, now) for t in prepared.turns]
+        return [Turn.from_message(t.message, seq=t.seq, created_at=now) for t in prepared.turns]
 
     async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
@@ -275,7 +275,10 @@ class SQLiteStore(SQLiteDocuments, SQLiteKeys):
                 (pk, after_seq, limit),
             ) as cursor:
                 rows = await cursor.fetchall()
-        return [_rows.stored_turn(r[0], _rows.loads_message(r[1]), _ts(r[2])) for r in rows]
+        return [
+            Turn.from_message(_rows.loads_message(r[1]), seq=r[0], created_at=_ts(r[2]))
+            for r in rows
+        ]
 
     async def read_tail(
         self,
