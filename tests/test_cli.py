@@ -5,6 +5,7 @@ while the database has no key."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import re
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,159 @@ def test_serve_refuses_a_public_address_while_the_database_has_no_key(
     assert public.exit_code == 0, public.output
     assert "every request needs" in public.output
     assert served[-1]["host"] == "0.0.0.0"
+
+
+@pytest.mark.parametrize("command", ["", *_commands()])
+def test_help_names_values_without_type_tags(command: str) -> None:
+    """Options that take a value show what it is (URL, TENANT, N); flags show nothing."""
+    result = runner.invoke(app, [*command.split(), "--help"])
+    assert result.exit_code == 0, result.output
+    options = result.output.partition("Options:")[2]
+    assert options, result.output
+    assert not re.search(r"<(str|bool|int|float|int range)>", options), result.output
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"workingmem {importlib.metadata.version('workingmem')}"
+
+
+def test_threads_default_to_the_local_tenant(tmp_path: Path) -> None:
+    """The tenant a server without keys (and the demo) uses needs no --tenant."""
+    db = str(tmp_path / "local.db")
+
+    async def seed() -> None:
+        async with await wm.open_store(db) as store:
+            await store.append(
+                tenant_id="local",
+                thread_id="mine",
+                messages=[{"role": "user", "content": "Hello"}],
+            )
+
+    asyncio.run(seed())
+    listed = runner.invoke(app, ["threads", "list", "--db", db])
+    assert listed.exit_code == 0, listed.output
+    assert "mine" in listed.output
+    shown = runner.invoke(app, ["threads", "show", "mine", "--db", db])
+    assert shown.exit_code == 0, shown.output
+    assert "1 turn ·" in shown.output
+    assert "1 turns" not in shown.output
+
+
+def test_doctor_loads_the_local_model_and_says_what_it_found() -> None:
+    from tests.llm.test_local import require_local_model
+    from workingmem.llm.local import LOCAL_MODEL_SHA256
+
+    require_local_model()
+    result = runner.invoke(app, ["doctor"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    for expected in ("llama-cpp-python: 0.3", LOCAL_MODEL_SHA256, "worker process", "tokens/s"):
+        assert expected in result.output
+    assert "FAIL" not in result.output
+
+
+def test_doctor_calls_a_build_with_amx_or_avx512_unsafe() -> None:
+    from workingmem.doctor import UNSAFE_FEATURES, features_used
+
+    line = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 0 | AMX_INT8 = 1 | OPENMP = 1 |"
+    assert features_used(line) == ["SSE3", "AVX2", "AMX_INT8", "OPENMP"]
+    assert [f for f in features_used(line) if f in UNSAFE_FEATURES] == ["AMX_INT8"]
+
+
+def test_serve_without_an_upstream_or_the_local_model_says_so_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workingmem.llm.local import LocalModelClient
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setattr(LocalModelClient, "available", staticmethod(lambda: False))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("served"))
+    result = runner.invoke(app, ["serve", "--db", str(tmp_path / "m.db")])
+    assert result.exit_code == 1
+    assert "the local model is not installed" in result.output
+    assert "Traceback" not in result.output
+    assert "answers" not in result.output
+
+
+def test_demo_with_a_working_memory_shows_what_the_model_wrote_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--working-memory-template gives the model its three tools; the scripted model writes
+    the profile once, and the demo prints it."""
+    from tests.helpers import summarizing_responder
+    from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
+
+    written = "# Traveller\n- Name: Ada\n- Diet: vegetarian\n"
+
+    def respond(request: dict[str, Any]) -> Reply:
+        if "response_format" in request:
+            return summarizing_responder(request)
+        names = {tool["function"]["name"] for tool in request.get("tools") or ()}
+        last = request["messages"][-1]
+        if "update_working_memory" in names and "vegetarian" in str(last.get("content")):
+            update = tool_call("update_working_memory", {"content": written}, id="w1")
+            return Reply(None, tool_calls=[update])
+        return Reply("Noted.")
+
+    template = tmp_path / "traveller.md"
+    template.write_text("# Traveller\n- Name:\n- Diet:\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with ScriptedUpstream(responder=respond) as upstream:
+        monkeypatch.setenv("OPENAI_BASE_URL", upstream.base_url)
+        result = runner.invoke(app, ["demo", "--working-memory-template", str(template)])
+    assert result.exit_code == 0, result.output
+    assert "Working memory, as the model wrote it (conversation scope):" in result.output
+    assert "- Diet: vegetarian" in result.output
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--working-memory-template", "missing.md"], "cannot read missing.md"),
+        (["--working-memory-schema", "bad.json"], "is not JSON"),
+        (["--working-memory-scope", "planet"], "must be 'conversation' or 'user'"),
+    ],
+)
+def test_a_bad_working_memory_option_is_one_clean_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("served"))
+    for command in ("demo", "serve"):
+        result = runner.invoke(app, [command, *options])
+        assert result.exit_code == 2, result.output
+        assert message in " ".join(result.output.split())
+        assert "Traceback" not in result.output
+
+
+def test_serve_with_a_working_memory_schema_serves_its_endpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.append(app))
+    schema = tmp_path / "notes.json"
+    schema.write_text(
+        '{"type": "object", "properties": {"name": {"type": "string"}}}', encoding="utf-8"
+    )
+    result = runner.invoke(
+        app,
+        [
+            "serve",
+            "--db",
+            str(tmp_path / "m.db"),
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            "--working-memory-schema",
+            str(schema),
+            "--working-memory-scope",
+            "user",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "Working memory: on (JSON schema, user scope)" in result.output
+    settings = served[0].state.settings
+    assert settings.agent_memory.scope == "user"
+    assert settings.agent_memory.schema["properties"] == {"name": {"type": "string"}}

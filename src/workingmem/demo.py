@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .agent_memory import AgentMemoryConfig
 from .config import Profile
 from .context import AssembledContext
 from .embedded import Upstream, choose_upstream
@@ -58,6 +59,8 @@ class DemoResult:
     state: WorkingMemoryState
     sliding: AssembledContext
     summary: AssembledContext
+    working_memory: str | None = None
+    """What the model wrote in its working memory (None without one, or when it wrote none)."""
 
 
 async def run_demo(
@@ -66,8 +69,12 @@ async def run_demo(
     messages: tuple[str, ...] = DEMO_USER_MESSAGES,
     on_turn: Callable[[int, str, str], None] | None = None,
     upstream: Upstream | None = None,
+    agent_memory: AgentMemoryConfig | None = None,
 ) -> DemoResult:
-    """Plays the conversation; `on_turn(index, question, answer)` after each answer."""
+    """Plays the conversation; `on_turn(index, question, answer)` after each answer.
+
+    With `agent_memory`, the model has its working-memory tools (spec 003) and the result
+    says what it wrote there."""
     chosen = upstream or choose_upstream()
     config = chosen.config.model_copy(
         update={
@@ -82,7 +89,11 @@ async def run_demo(
         async with (
             await open_store(db) as store,
             Gateway(
-                store=store, llm=chosen.client, config=config, templates=chosen.templates
+                store=store,
+                llm=chosen.client,
+                config=config,
+                templates=chosen.templates,
+                agent_memory=agent_memory,
             ) as gateway,
         ):
             model = config.model_info(config.default_model)
@@ -115,6 +126,11 @@ async def run_demo(
             await gateway.when_idle()
             state = await gateway.memory.get_state(tenant_id=DEMO_TENANT, thread_id=thread_id)
             thread = await store.get_thread(tenant_id=DEMO_TENANT, thread_id=thread_id)
+            working = None
+            if gateway.agent_memory is not None:
+                working = await gateway.agent_memory.get_working_memory(
+                    tenant_id=DEMO_TENANT, conversation_id=thread_id, user_id="ada"
+                )
     finally:
         if upstream is None:
             await chosen.aclose()
@@ -126,4 +142,5 @@ async def run_demo(
         state=state,
         sliding=contexts[Strategy.SLIDING_WINDOW],
         summary=contexts[Strategy.SUMMARY_BUFFER],
+        working_memory=working,
     )

@@ -27,7 +27,13 @@ from .llm._weights import INSTALL_COMMAND, LOCAL_MODEL
 from .prompts import SMALL_MODEL_MEMORY_WORKING, PromptKind, PromptTemplates
 from .types import ModelInfo
 
-__all__ = ["LOCAL_GATEWAY_CONFIG", "Upstream", "choose_upstream", "local_templates"]
+__all__ = [
+    "LOCAL_GATEWAY_CONFIG",
+    "Upstream",
+    "choose_upstream",
+    "default_gateway_config",
+    "local_templates",
+]
 
 LOCAL_CONTEXT_WINDOW = 6_000
 """What the gateway plans with: below the model's 8,192-token context, because its tokens are
@@ -36,6 +42,7 @@ estimated (4 characters a token), not counted with its own tokenizer."""
 LOCAL_GATEWAY_CONFIG = GatewayConfig(
     default_model=LOCAL_MODEL,
     cheap_model=LOCAL_MODEL,
+    fixed_model=LOCAL_MODEL,  # a request for "gpt-4o-mini" gets SmolLM2 with its own caps
     models={
         LOCAL_MODEL: ModelInfo(
             id=LOCAL_MODEL,
@@ -78,6 +85,24 @@ class Upstream:
             await close()
 
 
+def _configured(base_url: str | None, api_key: str | None) -> tuple[str | None, str | None]:
+    return (
+        base_url or os.environ.get("OPENAI_BASE_URL") or None,
+        api_key or os.environ.get("OPENAI_API_KEY") or None,
+    )
+
+
+def default_gateway_config(
+    *, base_url: str | None = None, api_key: str | None = None
+) -> GatewayConfig:
+    """The settings `choose_upstream` would pick, without loading anything: the local model's
+    when no upstream is configured. What a command that only reads memory measures with, so
+    that it sizes a window as the server does."""
+    if any(_configured(base_url, api_key)):
+        return GatewayConfig()
+    return LOCAL_GATEWAY_CONFIG
+
+
 def choose_upstream(
     *,
     base_url: str | None = None,
@@ -92,8 +117,7 @@ def choose_upstream(
     ``OPENAI_API_KEY``. Without either, the local model; when its extra or weights are missing,
     `LocalModelUnavailableError` (or ImportError) says what to install.
     """
-    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-    api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+    base_url, api_key = _configured(base_url, api_key)
     if base_url or api_key:
         client = OpenAIClient(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
