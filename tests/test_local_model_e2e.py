@@ -9,7 +9,11 @@ Model text is never asserted exactly: structure and planted facts only.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -113,3 +117,121 @@ def test_the_service_with_nothing_configured_answers_with_the_local_model(
             time.sleep(2)
         assert memory.get("summary"), memory
         assert memory["turn_count"] == 6
+
+
+def _local_client(live: LiveServer) -> LocalModelClient:
+    """The local model client inside the running service."""
+    services = live.app.state.services
+    client = services.gateway.llm.client
+    assert isinstance(client, LocalModelClient)
+    return client
+
+
+def test_a_request_for_any_model_is_answered_by_the_local_model_with_its_caps(
+    tmp_path: Path,
+) -> None:
+    """Clients send "gpt-4o-mini" (the README's own example): the local model answers with
+    its own settings (96-token answers), and the response names it."""
+    settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
+    caps = LOCAL_GATEWAY_CONFIG.model_info(LOCAL_MODEL)
+    with LiveServer(create_app(settings)) as live:
+        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        answer = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Write a very long story about a dragon."}],
+            extra_headers={"X-Thread-Id": "any-model"},
+        )
+        assert answer.model == LOCAL_MODEL
+        assert answer.usage is not None
+        assert 0 < answer.usage.completion_tokens <= caps.max_output_tokens
+        chunks = list(
+            client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": "And another one."}],
+                extra_headers={"X-Thread-Id": "any-model"},
+                stream=True,
+            )
+        )
+        assert chunks
+        assert {chunk.model for chunk in chunks} == {LOCAL_MODEL}
+
+
+def test_a_crash_of_the_model_worker_is_a_502_and_the_next_request_answers(
+    tmp_path: Path,
+) -> None:
+    settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
+    with LiveServer(create_app(settings)) as live:
+        local = _local_client(live)
+        local.on_dispatch = lambda pid: (
+            setattr(local, "on_dispatch", None),
+            os.kill(pid, signal.SIGSEGV),
+        )
+        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(
+                model=LOCAL_MODEL,
+                messages=[{"role": "user", "content": "Tell me about Lyon."}],
+                extra_headers={"X-Thread-Id": "crash"},
+            )
+        assert caught.value.status_code == 502
+        assert "worker process was killed by SIGSEGV" in caught.value.message
+        again = client.chat.completions.create(
+            model=LOCAL_MODEL,
+            messages=[{"role": "user", "content": "Tell me about Lyon."}],
+            extra_headers={"X-Thread-Id": "crash"},
+        )
+        assert again.choices[0].message.content
+        assert local.stats.worker_crashes == 1
+
+
+def test_a_client_that_disconnects_stops_the_generation_and_no_answer_is_stored(
+    tmp_path: Path,
+) -> None:
+    settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
+    with LiveServer(create_app(settings)) as live:
+        local = _local_client(live)
+        generating = threading.Event()
+        local.on_dispatch = lambda _pid: generating.set()
+        body = json.dumps(
+            {"model": LOCAL_MODEL, "messages": [{"role": "user", "content": "A long story?"}]}
+        ).encode()
+        with socket.create_connection(("127.0.0.1", live.port)) as raw:
+            raw.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Thread-Id: gone\r\n"
+                b"Content-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            assert generating.wait(60)
+        deadline = time.monotonic() + 60
+        while local.stats.cancelled == 0 and time.monotonic() < deadline:
+            threading.Event().wait(0.05)  # until the server has seen the disconnect
+        assert local.stats.cancelled == 1
+        assert local.stats.generations == 0
+        turns = httpx.get(f"{live.url}/v1/threads/gone/messages", timeout=30).json()
+        assert [turn["role"] for turn in turns["data"]] == ["user"]
+
+
+def test_threads_show_and_the_service_size_the_window_alike(tmp_path: Path) -> None:
+    """With nothing configured both measure with the local model's settings."""
+    db = str(tmp_path / "memory.db")
+
+    async def seed() -> None:
+        async with await wm.open_store(db) as store:
+            for index in range(5):
+                await store.append(
+                    tenant_id="local",
+                    thread_id="sized",
+                    messages=[
+                        {"role": "user", "content": f"Question {index} about Lyon in May?"},
+                        {"role": "assistant", "content": f"Answer {index}: go see the old town."},
+                    ],
+                )
+
+    run_async(seed)
+    shown = CliRunner().invoke(app, ["threads", "show", "sized", "--db", db])
+    assert shown.exit_code == 0, shown.output
+    with LiveServer(create_app(ServiceSettings(database_url=db))) as live:
+        memory = httpx.get(f"{live.url}/v1/threads/sized/memory", timeout=30).json()
+    expected = f"Window: {memory['window_tokens']} of {memory['budget_tokens']} tokens."
+    assert expected in shown.output

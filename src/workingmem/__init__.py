@@ -17,6 +17,7 @@ from .agent_memory import AgentMemory, AgentMemoryConfig, WorkingMemoryUpdate
 from .background import BackgroundQueue
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
+from .embedded import LOCAL_GATEWAY_CONFIG, Upstream, choose_upstream
 from .errors import (
     ConflictError,
     ContextOverflowError,
@@ -34,6 +35,7 @@ from .llm import (
     GuardedClient,
     LLMClient,
     LLMError,
+    LocalModelClient,
     OpenAIClient,
     TokenBudgetGuard,
     Usage,
@@ -66,6 +68,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DISABLED_WINDOW_TURNS",
+    "LOCAL_GATEWAY_CONFIG",
     "AgentMemory",
     "AgentMemoryConfig",
     "AnswerStream",
@@ -88,6 +91,7 @@ __all__ = [
     "InvalidOutputError",
     "LLMClient",
     "LLMError",
+    "LocalModelClient",
     "Message",
     "ModelInfo",
     "NotFoundError",
@@ -112,6 +116,7 @@ __all__ = [
     "Turn",
     "UpdateOutcome",
     "UpdateReport",
+    "Upstream",
     "Usage",
     "UsageGuard",
     "UsageRefusedError",
@@ -125,6 +130,7 @@ __all__ = [
     "WorkingMemoryState",
     "WorkingMemoryUpdate",
     "__version__",
+    "choose_upstream",
     "count_tokens",
     "open_store",
     "tokenizer_for",

@@ -291,7 +291,7 @@ class Gateway:
     ) -> _Run:
         resolved = self.profiles.get(profile)
         user_message = _user_message(message)
-        model_id = model or resolved.model_id or self.config.default_model
+        model_id = self.config.answering_model(model, resolved.model_id)
         run = _Run(
             tenant_id=tenant_id,
             thread_id=thread_id,
@@ -455,7 +455,7 @@ class Gateway:
     def _submit_update(self, run: _Run, reviewed: bool) -> None:
         if not self._update_due(run):
             return
-        cheap = run.profile.cheap_model_id or self.config.cheap_model
+        cheap = self.config.helper_model(run.profile.cheap_model_id)
         meta = CallMeta(
             tenant_id=run.tenant_id,
             kind=CallKind.MEMORY_WORKING,
@@ -507,7 +507,7 @@ class Gateway:
                 thread_id=thread_id,
                 user_id=thread.user_id,
                 profile=resolved,
-                model=self.config.model_info(resolved.model_id or self.config.default_model),
+                model=self.config.model_info(self.config.answering_model(None, resolved.model_id)),
             )
             window_tokens, budget = context.parts["history"], context.budget_tokens
         except ValidationError:
@@ -553,7 +553,7 @@ class Gateway:
             thread_id=thread_id,
             user_id=user_id,
             profile=resolved,
-            cheap_model_id=resolved.cheap_model_id or self.config.cheap_model,
+            cheap_model_id=self.config.helper_model(resolved.cheap_model_id),
         )
 
 

@@ -49,6 +49,18 @@ class GatewayConfig(BaseModel):
     """How many rounds of working-memory tool calls one answer may take."""
     working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
     """The built-in WorkingMemory's settings; a profile's `working_memory` overrides them."""
+    fixed_model: str | None = Field(default=None, min_length=1)
+    """When set, every call goes to this model, whatever a request or a profile names: an
+    embedded model that can serve nothing else (the local model). Answers name it."""
+
+    def answering_model(self, requested: str | None = None, profile: str | None = None) -> str:
+        """The model that answers: the fixed model, else the request's, the profile's, the
+        default."""
+        return self.fixed_model or requested or profile or self.default_model
+
+    def helper_model(self, profile: str | None = None) -> str:
+        """The cheap model of helper calls: the fixed model, else the profile's, the default."""
+        return self.fixed_model or profile or self.cheap_model
 
     def model_info(self, model_id: str) -> ModelInfo:
         """The model's info; a model not listed gets the default window."""

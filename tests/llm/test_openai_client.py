@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator, Iterator
 
 import openai
@@ -287,3 +288,34 @@ async def test_is_an_llm_client() -> None:
 def test_bad_settings_are_rejected(options: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         OpenAIClient(**options)  # type: ignore[arg-type]
+
+
+def _closed_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+
+
+async def test_an_unreachable_upstream_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _closed_port()
+    async with OpenAIClient(base_url=url, max_retries=0) as client:
+        with pytest.raises(LLMError, match="could not reach the upstream") as caught:
+            await complete(client)
+    assert url in str(caught.value)
+    assert "OPENAI_API_KEY" not in str(caught.value)  # one was configured: no hint
+
+
+async def test_with_nothing_configured_the_error_says_what_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    async with OpenAIClient(max_retries=0) as client:
+        # The SDK's default host is never contacted here: the same client, pointed at a
+        # closed loopback port, keeps what was (not) configured.
+        client._client = client._client.with_options(base_url=_closed_port())
+        with pytest.raises(LLMError) as caught:
+            await complete(client)
+    message = str(caught.value)
+    assert "no OPENAI_API_KEY or OPENAI_BASE_URL is set" in message
+    assert "LocalModelClient()" in message

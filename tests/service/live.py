@@ -44,6 +44,7 @@ class LiveServer:
     """Serves an app on a free port of 127.0.0.1 until the with block ends."""
 
     def __init__(self, app: FastAPI) -> None:
+        self.app = app
         # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then, and without it every
         # keep-alive request waits ~40 ms for delayed ACKs.
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

@@ -110,14 +110,24 @@ def test_the_page_shows_a_threads_memory_and_forgets_it(
     page.wait_for_url(f"{service.url}/ui/")
     assert tenant in page.inner_text("header")
 
+    page.set_viewport_size({"width": 1280, "height": 900})
     page.click("text=trip/lyon")
     page.wait_for_url(re.compile(r"/ui/threads/trip/lyon$"))
+    forget = page.locator("#forget").bounding_box()
+    assert forget is not None
+    assert forget["y"] + forget["height"] <= 900, "the Forget button is below the fold"
+    conversation = page.locator("#conversation li")
+    assert conversation.count() == memory["turn_count"]
+    assert "please remember: I am Ada <b>not bold</b>" in conversation.first.inner_text()
     notes = page.inner_text("#notes")
     assert "please remember: I am Ada <b>not bold</b>" in notes  # shown as text, escaped
     assert page.locator("#notes b").count() == 0
     facts = page.locator("#facts tbody tr")
     assert facts.count() == 1
     assert facts.first.inner_text().split("\t")[0].strip() == "1"
+    facts.first.locator("a").first.click()  # the fact's turn, in the conversation
+    assert page.url.endswith("#turn-1")
+    assert page.locator("#turn-1").is_visible()
     meter = page.locator("#window")
     assert int(meter.get_attribute("value") or 0) == memory["window_tokens"]
     assert int(meter.get_attribute("max") or 0) == memory["budget_tokens"]
@@ -134,7 +144,9 @@ def test_the_page_shows_a_threads_memory_and_forgets_it(
     page.once("dialog", lambda dialog: dialog.accept())
     with page.expect_navigation():
         page.click("#forget")
-    assert page.inner_text("#notes").startswith("No notes")
+    notes_after = page.inner_text("#notes")
+    assert notes_after.startswith("No notes: forgotten")
+    assert "not summarized again" in notes_after
     assert page.inner_text("#facts") == "No facts."
     after = httpx.get(
         f"{service.url}/v1/threads/trip/lyon/memory", headers={"Authorization": f"Bearer {key}"}

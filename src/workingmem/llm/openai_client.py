@@ -90,6 +90,14 @@ class OpenAIClient:
                 max_retries=max_retries,
             )
         self._client = client
+        self._configured = bool(
+            not self._owns_client
+            or base_url
+            or api_key
+            or os.environ.get("OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_API_KEY")
+        )
+        """False when nothing named an upstream: the SDK's default host, without a key."""
         self._max_tokens_param = max_tokens_param
         self._include_usage = True
         """False once the upstream rejected ``stream_options``: streams stop asking for usage."""
@@ -98,6 +106,20 @@ class OpenAIClient:
     def base_url(self) -> str:
         """The upstream's base URL, as the SDK resolved it."""
         return str(self._client.base_url)
+
+    def _error(self, exc: Exception, *, midstream: bool = False) -> LLMError:
+        """`_llm_error`, saying which host could not be reached and, when nothing was
+        configured, what to set."""
+        error = _llm_error(exc, midstream=midstream)
+        if not isinstance(exc, openai.APIConnectionError) or midstream:
+            return error
+        hint = (
+            ""
+            if self._configured
+            else "; no OPENAI_API_KEY or OPENAI_BASE_URL is set: pass base_url= and api_key= "
+            "(or set them), or answer with the local model, LocalModelClient()"
+        )
+        return LLMError(f"{error.args[0]} (at {self.base_url}){hint}", retryable=True)
 
     async def complete(
         self,
@@ -119,7 +141,7 @@ class OpenAIClient:
                 model=model, **_as_body(messages), **options
             )
         except _SDK_ERRORS as exc:
-            raise _llm_error(exc) from exc
+            raise self._error(exc) from exc
         try:
             return _completion(response, model)
         except _SHAPE_ERRORS as exc:
@@ -153,7 +175,7 @@ class OpenAIClient:
                 except StopAsyncIteration:
                     break
                 except _SDK_ERRORS as exc:
-                    raise _llm_error(exc, midstream=True) from exc
+                    raise self._error(exc, midstream=True) from exc
                 try:
                     text = answer.add(chunk)
                 except _SHAPE_ERRORS as exc:
@@ -177,12 +199,12 @@ class OpenAIClient:
                 )
             except _SDK_ERRORS as exc:
                 if not _rejects_stream_options(exc):
-                    raise _llm_error(exc) from exc
+                    raise self._error(exc) from exc
             self._include_usage = False  # this server does not know the field
         try:
             return await self._create_stream(model, messages, options)
         except _SDK_ERRORS as exc:
-            raise _llm_error(exc) from exc
+            raise self._error(exc) from exc
 
     async def _create_stream(
         self, model: str, messages: list[Message], options: dict[str, Any]

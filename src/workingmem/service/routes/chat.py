@@ -25,6 +25,7 @@ from ...gateway_config import DEFAULT_PROFILE_ID
 from ...messages import check_id
 from ...types import Message
 from ..auth import Tenant
+from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..errors import ApiError
 from ..schemas import (
     AssistantMessage,
@@ -121,7 +122,7 @@ async def chat_completions(
         info = StreamInfo(
             completion_id=completion_id,
             created=created,
-            model=model or profile.model_id or gateway.config.default_model,
+            model=gateway.config.answering_model(model, profile.model_id),
             include_usage=bool(body.stream_options and body.stream_options.include_usage),
         )
         return StreamingResponse(
@@ -129,15 +130,21 @@ async def chat_completions(
             media_type="text/event-stream",
             headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    result = await gateway.ask(
-        tenant_id=tenant,
-        thread_id=thread_id,
-        message=message,
-        user_id=user_id,
-        profile=profile,
-        system_prompt=turns.system_prompt,
-        model=model,
-    )
+    try:
+        result = await unless_disconnected(
+            request,
+            gateway.ask(
+                tenant_id=tenant,
+                thread_id=thread_id,
+                message=message,
+                user_id=user_id,
+                profile=profile,
+                system_prompt=turns.system_prompt,
+                model=model,
+            ),
+        )
+    except ClientDisconnectedError:
+        return Response(status_code=499)  # nobody reads it: nginx's "client closed request"
     services.metrics.observe_answer(result.usage)
     if result.warnings:
         headers["X-Workingmem-Warnings"] = ",".join(sorted({w.code for w in result.warnings}))

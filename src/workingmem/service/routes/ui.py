@@ -1,7 +1,8 @@
 """The web page: the tenant's threads, and what the gateway remembers of each.
 
     GET  /ui/                      the threads, newest first
-    GET  /ui/threads/{thread_id}   notes, facts with their turns, working memory, window, versions
+    GET  /ui/threads/{thread_id}   notes, facts linked to their turns, working memory, window,
+                                   versions, and the conversation itself (its newest turns)
     GET  /ui/login, POST /ui/login, POST /ui/logout
 
 Server-rendered (Jinja2, autoescaped); the Forget button asks for confirmation, then calls
@@ -32,6 +33,9 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent.parent / "templates"))
 
 PAGE_SIZE = 50
+CONVERSATION_TURNS = 200
+"""The newest turns the thread's page shows, so that a fact can be checked against the turns
+it names; the messages endpoint pages through all of them."""
 _MAX_FORM_BYTES = 4096
 
 
@@ -93,7 +97,14 @@ async def thread_page(request: Request, thread_id: str) -> Response:
         return _error(request, 404, "No such thread", f"There is no thread {thread_id!r}.")
     except ValidationError as exc:
         return _error(request, 400, "Bad thread id", str(exc))
-    return await _page(request, services, tenant, "thread.html", {"memory": memory})
+    turns = await services.gateway.store.list_turns(
+        tenant_id=tenant,
+        thread_id=thread_id,
+        after_seq=max(0, memory.turn_count - CONVERSATION_TURNS),
+        limit=CONVERSATION_TURNS,
+    )
+    context = {"memory": memory, "turns": turns, "conversation_turns": CONVERSATION_TURNS}
+    return await _page(request, services, tenant, "thread.html", context)
 
 
 @router.get("/login")
