@@ -220,3 +220,48 @@ def test_models_load_without_extra_buffer_types() -> None:
     assert native.llama_model_default_params().use_extra_bufts
     _without_extra_buffers(Namespace)
     assert Namespace.llama_model_default_params().use_extra_bufts is False
+
+
+async def test_a_summary_update_whose_worker_dies_is_reported_and_the_next_one_succeeds(
+    client: LocalModelClient, dispatches: Dispatches, tmp_path: Path
+) -> None:
+    """The background update fails with the state untouched; the next due call retries it
+    on a new worker and writes the summary."""
+    import workingmem as wm
+    from workingmem.embedded import LOCAL_GATEWAY_CONFIG, local_templates
+    from workingmem.types import UpdateOutcome
+
+    reports: list[wm.UpdateReport] = []
+    async with await wm.open_store(str(tmp_path / "memory.db")) as store:
+        memory = wm.WorkingMemory(
+            store=store,
+            config=LOCAL_GATEWAY_CONFIG.working_memory,
+            llm=client,
+            templates=local_templates(),
+            on_report=reports.append,
+        )
+        for index in range(3):
+            await store.append(
+                tenant_id="t1",
+                thread_id="th1",
+                messages=[
+                    {"role": "user", "content": f"I'm Ada from Lyon; message {index}."},
+                    {"role": "assistant", "content": "Noted, Ada."},
+                ],
+            )
+        update = {
+            "tenant_id": "t1",
+            "thread_id": "th1",
+            "user_id": None,
+            "profile": wm.Profile(id="default"),
+            "cheap_model_id": LOCAL_MODEL,
+        }
+        dispatches.next_action = crash
+        failed = await memory.update_summary(**update)  # type: ignore[arg-type]
+        assert failed.outcome is UpdateOutcome.UPSTREAM_ERROR
+        assert "SIGSEGV" in failed.detail
+        assert (await memory.get_state(tenant_id="t1", thread_id="th1")).version == 0
+        retried = await memory.update_summary(**update)  # type: ignore[arg-type]
+        assert retried.outcome is UpdateOutcome.UPDATED, retried.detail
+        assert (await memory.get_state(tenant_id="t1", thread_id="th1")).summary
+    assert [report.outcome for report in reports] == [UpdateOutcome.UPSTREAM_ERROR, UpdateOutcome.UPDATED]
