@@ -45,7 +45,7 @@ from .llm import (
 from .memory import WorkingMemory, WorkingMemoryProtocol
 from .prompts import PromptKind, PromptTemplates
 from .rewriter import QueryRewriter
-from .stores import SQLiteStore, StateWrite, ThreadStore, open_store
+from .stores import SQLiteStore, SQLStore, StateWrite, Store, ThreadStore, open_store
 from .stores.documents import DocumentStore, WorkingMemoryDocument
 from .summarizer import InvalidOutputError, Summarizer
 from .tokens import Tokenizer, count_tokens, tokenizer_for
@@ -102,8 +102,10 @@ __all__ = [
     "PromptKind",
     "PromptTemplates",
     "QueryRewriter",
+    "SQLStore",
     "SQLiteStore",
     "StateWrite",
+    "Store",
     "StoreError",
     "Strategy",
     "Summarizer",

@@ -42,7 +42,8 @@ from .llm import (
 from .memory import WorkingMemory, WorkingMemoryProtocol
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
-from .stores.base import ThreadStore
+from .stores.base import Store
+from .stores.documents import DocumentStore
 from .strategies import render_notes
 from .tokens import tokenizer_for
 from .types import (
@@ -144,7 +145,7 @@ class Gateway:
     def __init__(
         self,
         *,
-        store: ThreadStore,
+        store: Store,
         llm: LLMClient,
         config: GatewayConfig | None = None,
         profiles: Sequence[Profile] = (),
@@ -182,7 +183,9 @@ class Gateway:
             on_report=on_report,
         )
         if isinstance(agent_memory, AgentMemoryConfig):
-            agent_memory = AgentMemory(store=store, config=agent_memory)  # type: ignore[arg-type]
+            if not isinstance(store, DocumentStore):  # a host's store of threads only
+                raise ValidationError("agent_memory", "the store keeps no documents")
+            agent_memory = AgentMemory(store=store, config=agent_memory)
         self.agent_memory = agent_memory
         self.assembler = ContextAssembler(memory=self.memory, agent_memory=agent_memory)
         self.rewriter = QueryRewriter(

@@ -15,7 +15,8 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
-from .base import StateWrite, Tail, ThreadStore
+from .base import MemoryStateStore, StateWrite, Store, Tail, ThreadStore, TurnStore
+from .sql import SQLStore
 from .sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -23,11 +24,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SQLITE_PATH",
+    "MemoryStateStore",
     "PostgresStore",
+    "SQLStore",
     "SQLiteStore",
     "StateWrite",
+    "Store",
     "Tail",
     "ThreadStore",
+    "TurnStore",
     "open_store",
 ]
 

@@ -1,12 +1,16 @@
-"""The ThreadStore protocol: what every backend keeps, and how it is asked for it.
+"""The store protocols: what every backend keeps, and how it is asked for it.
 
     async with await open_store("sqlite:///memory.db") as store:
         await store.append(tenant_id="t1", thread_id="th1", messages=[{"role": "user", ...}])
         page = await store.read_tail(tenant_id="t1", thread_id="th1", tokenizer=tok, limit=64)
 
-Every method is scoped by `tenant_id`: a thread of another tenant is `NotFoundError`, with the
-same message as a thread that does not exist. Backends: `SQLiteStore` (the embedded default)
-and `PostgresStore` (the `postgres` extra). One contract suite (tests/stores) runs against both.
+Narrow protocols that compose: `TurnStore` (threads and their turns), `MemoryStateStore` (a
+thread's summary state, its versions and its update lease), `ThreadStore` (both: what the
+thread memory needs), and `Store` (that, `DocumentStore` for agent memory and `ApiKeyStore`
+for the service): what the gateway takes. Every method is scoped by `tenant_id`: a thread of
+another tenant is `NotFoundError`, with the same message as a thread that does not exist.
+Backends: `SQLiteStore` (the embedded default) and `PostgresStore` (the `postgres` extra), one
+`SQLStore` on two dialects. One contract suite (tests/stores) runs against both.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from typing import Protocol, Self, runtime_checkable
 
 from ..tokens import Tokenizer
 from ..types import CountedTurn, Fact, Message, Thread, Turn, WorkingMemoryState
+from .documents import DocumentStore
+from .keys import ApiKeyStore
 
-__all__ = ["StateWrite", "Tail", "ThreadStore"]
+__all__ = ["MemoryStateStore", "StateWrite", "Store", "Tail", "ThreadStore", "TurnStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +55,8 @@ class StateWrite:
 
 
 @runtime_checkable
-class ThreadStore(Protocol):
-    """Threads, their turns and their memory state, per tenant."""
+class TurnStore(Protocol):
+    """Threads and their turns, per tenant."""
 
     async def append(
         self,
@@ -102,6 +108,24 @@ class ThreadStore(Protocol):
         """
         ...
 
+    async def aclose(self) -> None:
+        """Closes connections; the store is unusable afterwards."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class MemoryStateStore(Protocol):
+    """A thread's memory state (summary and facts), its versions and its update lease."""
+
     async def get_memory_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState:
         """The thread's memory state; the empty state when none was written."""
         ...
@@ -137,15 +161,12 @@ class ThreadStore(Protocol):
         """Gives the lease back, if `owner` still holds it."""
         ...
 
-    async def aclose(self) -> None:
-        """Closes connections; the store is unusable afterwards."""
-        ...
 
-    async def __aenter__(self) -> Self: ...
+@runtime_checkable
+class ThreadStore(TurnStore, MemoryStateStore, Protocol):
+    """Threads, their turns and their memory state: what `WorkingMemory` needs."""
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
+
+@runtime_checkable
+class Store(ThreadStore, DocumentStore, ApiKeyStore, Protocol):
+    """Everything the gateway and the service keep: what `open_store` returns."""

@@ -1,21 +1,18 @@
-"""The SQL of working-memory documents on PostgreSQL; `PostgresStore` inherits it.
+"""Agent-memory documents (spec 003) and their versions: the SQL, written once.
 
-    store = await PostgresStore.open("postgresql://app@db:5432/memory")
     doc = await store.put_document(tenant_id="t1", scope="user", owner_id="u1",
                                    content="...", expected_version=0)
 
 A write first makes sure the document's row exists (``INSERT ... ON CONFLICT DO NOTHING``, so
-two first writers do not both insert), then locks it (``SELECT ... FOR UPDATE``): reading the
-version and writing the next one cannot interleave with another worker's write.
+two first writers do not both insert), then reads it locked (the dialect's `lock`): reading the
+version and writing the next one cannot interleave with another writer's.
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
-
 from ..errors import ConflictError, NotFoundError, StoreError
 from . import _rows
+from ._dialect import Dialect, Row
 from .documents import (
     DEFAULT_KEEP_VERSIONS,
     DocumentReason,
@@ -26,55 +23,46 @@ from .documents import (
     check_version,
 )
 
-if TYPE_CHECKING:
-    import psycopg
+__all__ = ["SQLDocuments"]
 
-    Conn = psycopg.AsyncConnection[tuple[Any, ...]]
-
-__all__ = ["PostgresDocuments"]
-
-_KEY = "tenant_id = %s AND scope = %s AND owner_id = %s"
-_D_KEY = "d.tenant_id = %s AND d.scope = %s AND d.owner_id = %s"
+_KEY = "tenant_id = ? AND scope = ? AND owner_id = ?"
+_D_KEY = "d.tenant_id = ? AND d.scope = ? AND d.owner_id = ?"
 _VERSIONS = (
     "SELECT v.version, v.content, v.created_at, v.reason FROM working_memory_versions AS v "
     "JOIN working_memory AS d ON d.id = v.document_pk"
 )
 
 
-def _document(scope: Scope, owner: str, row: Any) -> WorkingMemoryDocument:
-    version, content, stamp, reason = row
-    return WorkingMemoryDocument(
-        scope=scope,
-        owner_id=owner,
-        content=content,
-        version=version,
-        updated_at=stamp,
-        reason=reason,
-    )
+class SQLDocuments:
+    """The DocumentStore methods of `SQLStore`."""
 
+    _dialect: Dialect
 
-class PostgresDocuments:
-    """The DocumentStore methods of `PostgresStore`."""
-
-    if TYPE_CHECKING:
-
-        def _tx(self) -> AbstractAsyncContextManager[Conn]: ...
+    def _document(self, scope: Scope, owner: str, row: Row) -> WorkingMemoryDocument:
+        version, content, stamp, reason = row
+        return WorkingMemoryDocument(
+            scope=scope,
+            owner_id=owner,
+            content=content,
+            version=version,
+            updated_at=self._dialect.moment(stamp),
+            reason=reason,
+        )
 
     async def get_document(
         self, *, tenant_id: str, scope: Scope, owner_id: str
     ) -> WorkingMemoryDocument:
         key = check_document_key(tenant_id, scope, owner_id)
-        async with self._tx() as conn:
-            cursor = await conn.execute(
+        async with self._dialect.read() as session:
+            row = await session.row(
                 "SELECT d.version, d.content, d.updated_at, v.reason FROM working_memory AS d "
                 "LEFT JOIN working_memory_versions AS v "
                 f"ON v.document_pk = d.id AND v.version = d.version WHERE {_D_KEY}",
                 key,
             )
-            row = await cursor.fetchone()
         if row is None:
             return WorkingMemoryDocument(scope=key[1], owner_id=key[2], content=None, version=0)
-        return _document(key[1], key[2], row)
+        return self._document(key[1], key[2], row)
 
     async def put_document(
         self,
@@ -90,17 +78,17 @@ class PostgresDocuments:
         key = check_document_key(tenant_id, scope, owner_id)
         check_keep_versions(keep_versions)
         now = _rows.utcnow()
-        async with self._tx() as conn:
-            await conn.execute(
+        stamp = self._dialect.stamp(now)
+        async with self._dialect.write() as session:
+            await session.run(
                 "INSERT INTO working_memory (tenant_id, scope, owner_id, version, content, "
-                "updated_at) VALUES (%s, %s, %s, 0, NULL, %s) "
+                "updated_at) VALUES (?, ?, ?, 0, NULL, ?) "
                 "ON CONFLICT (tenant_id, scope, owner_id) DO NOTHING",
-                (*key, now),
+                (*key, stamp),
             )
-            cursor = await conn.execute(
-                f"SELECT id, version FROM working_memory WHERE {_KEY} FOR UPDATE", key
+            found = await session.row(
+                f"SELECT id, version FROM working_memory WHERE {_KEY}" + self._dialect.lock, key
             )
-            found = await cursor.fetchone()
             if found is None:  # inserted or kept just above, in this transaction
                 raise StoreError(f"working memory of {key[1]} {key[2]!r} vanished mid-write")
             pk, current = found
@@ -110,51 +98,53 @@ class PostgresDocuments:
                     f"not {expected_version}"
                 )
             version = current + 1
-            await conn.execute(
-                "UPDATE working_memory SET version = %s, content = %s, updated_at = %s "
-                "WHERE id = %s",
-                (version, content, now, pk),
+            await session.run(
+                "UPDATE working_memory SET version = ?, content = ?, updated_at = ? WHERE id = ?",
+                (version, content, stamp, pk),
             )
-            await conn.execute(
+            await session.run(
                 "INSERT INTO working_memory_versions (document_pk, version, content, reason, "
-                "created_at) VALUES (%s, %s, %s, %s, %s)",
-                (pk, version, content, reason, now),
+                "created_at) VALUES (?, ?, ?, ?, ?)",
+                (pk, version, content, reason, stamp),
             )
-            await conn.execute(
-                "DELETE FROM working_memory_versions WHERE document_pk = %s AND version <= %s",
+            await session.run(
+                "DELETE FROM working_memory_versions WHERE document_pk = ? AND version <= ?",
                 (pk, version - keep_versions),
             )
-        return _document(key[1], key[2], (version, content, now, reason))
+        return WorkingMemoryDocument(
+            scope=key[1],
+            owner_id=key[2],
+            content=content,
+            version=version,
+            updated_at=now,
+            reason=reason,
+        )
 
     async def delete_document(self, *, tenant_id: str, scope: Scope, owner_id: str) -> None:
         key = check_document_key(tenant_id, scope, owner_id)
-        async with self._tx() as conn:
-            await conn.execute(f"DELETE FROM working_memory WHERE {_KEY}", key)
+        async with self._dialect.write() as session:
+            await session.run(f"DELETE FROM working_memory WHERE {_KEY}", key)
 
     async def list_document_versions(
         self, *, tenant_id: str, scope: Scope, owner_id: str, limit: int = 20
     ) -> list[WorkingMemoryDocument]:
         key = check_document_key(tenant_id, scope, owner_id)
         _rows.check_page(limit, 0)
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                f"{_VERSIONS} WHERE {_D_KEY} ORDER BY v.version DESC LIMIT %s",
-                (*key, limit),
+        async with self._dialect.read() as session:
+            rows = await session.rows(
+                f"{_VERSIONS} WHERE {_D_KEY} ORDER BY v.version DESC LIMIT ?", (*key, limit)
             )
-            rows = await cursor.fetchall()
-        return [_document(key[1], key[2], row) for row in rows]
+        return [self._document(key[1], key[2], row) for row in rows]
 
     async def get_document_version(
         self, *, tenant_id: str, scope: Scope, owner_id: str, version: int
     ) -> WorkingMemoryDocument:
         key = check_document_key(tenant_id, scope, owner_id)
         check_version(version)
-        async with self._tx() as conn:
-            cursor = await conn.execute(
-                f"{_VERSIONS} WHERE {_D_KEY} AND v.version = %s",
-                (*key, version),
+        async with self._dialect.read() as session:
+            row = await session.row(
+                f"{_VERSIONS} WHERE {_D_KEY} AND v.version = ?", (*key, version)
             )
-            row = await cursor.fetchone()
         if row is None:
             raise NotFoundError("working memory version", str(version))
-        return _document(key[1], key[2], row)
+        return self._document(key[1], key[2], row)

@@ -1,6 +1,5 @@
-"""The SQL of API keys on SQLite; `SQLiteStore` inherits it.
+"""API keys of the service, stored hashed: the SQL, written once.
 
-store = await SQLiteStore.open("memory.db")
 created = await store.create_api_key(tenant_id="acme", label="ci")
 key = await store.find_api_key(created.secret)
 """
@@ -8,13 +7,11 @@ key = await store.find_api_key(created.secret)
 from __future__ import annotations
 
 import hmac
-from contextlib import AbstractAsyncContextManager
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
 from ..messages import check_id
 from . import _rows
+from ._dialect import Dialect, Row
 from .keys import (
     HINT_CHARS,
     ApiKey,
@@ -27,34 +24,26 @@ from .keys import (
     plausible_secret,
 )
 
-if TYPE_CHECKING:
-    import aiosqlite
-
-__all__ = ["SQLiteKeys"]
+__all__ = ["SQLKeys"]
 
 _COLUMNS = "key_id, tenant_id, label, hint, created_at, revoked_at"
 
 
-def _key(row: Any) -> ApiKey:
-    key_id, tenant_id, label, hint, created, revoked = row[:6]
-    return ApiKey(
-        key_id=key_id,
-        tenant_id=tenant_id,
-        label=label,
-        hint=hint,
-        created_at=datetime.fromisoformat(created),
-        revoked_at=datetime.fromisoformat(revoked) if revoked else None,
-    )
+class SQLKeys:
+    """The ApiKeyStore methods of `SQLStore`."""
 
+    _dialect: Dialect
 
-class SQLiteKeys:
-    """The ApiKeyStore methods of `SQLiteStore`."""
-
-    if TYPE_CHECKING:
-
-        def _write(self) -> AbstractAsyncContextManager[aiosqlite.Connection]: ...
-
-        def _read(self) -> AbstractAsyncContextManager[aiosqlite.Connection]: ...
+    def _key(self, row: Row) -> ApiKey:
+        key_id, tenant_id, label, hint, created, revoked = row[:6]
+        return ApiKey(
+            key_id=key_id,
+            tenant_id=tenant_id,
+            label=label,
+            hint=hint,
+            created_at=self._dialect.moment(created),
+            revoked_at=self._dialect.moment(revoked) if revoked is not None else None,
+        )
 
     async def create_api_key(self, *, tenant_id: str, label: str = "") -> NewApiKey:
         tenant = check_id("tenant_id", tenant_id)
@@ -67,15 +56,15 @@ class SQLiteKeys:
             hint=secret[:HINT_CHARS],
             created_at=_rows.utcnow(),
         )
-        async with self._write() as db:
-            await db.execute(
+        async with self._dialect.write() as session:
+            await session.run(
                 f"INSERT INTO api_keys ({_COLUMNS}, key_hash) VALUES (?, ?, ?, ?, ?, NULL, ?)",
                 (
                     key.key_id,
                     key.tenant_id,
                     key.label,
                     key.hint,
-                    key.created_at.isoformat(),
+                    self._dialect.stamp(key.created_at),
                     hash_secret(secret),
                 ),
             )
@@ -85,16 +74,13 @@ class SQLiteKeys:
         if not plausible_secret(secret):
             return None
         digest = hash_secret(secret)
-        async with (
-            self._read() as db,
-            db.execute(
+        async with self._dialect.read() as session:
+            row = await session.row(
                 f"SELECT {_COLUMNS}, key_hash FROM api_keys WHERE key_hash = ?", (digest,)
-            ) as cursor,
-        ):
-            row = await cursor.fetchone()
+            )
         if row is None or not hmac.compare_digest(row[6], digest):
             return None
-        return _key(row)
+        return self._key(row)
 
     async def list_api_keys(self, *, tenant_id: str | None = None) -> list[ApiKey]:
         query = f"SELECT {_COLUMNS} FROM api_keys ORDER BY id"
@@ -102,35 +88,27 @@ class SQLiteKeys:
         if tenant_id is not None:
             query = f"SELECT {_COLUMNS} FROM api_keys WHERE tenant_id = ? ORDER BY id"
             args = (check_id("tenant_id", tenant_id),)
-        async with self._read() as db, db.execute(query, args) as cursor:
-            return [_key(row) for row in await cursor.fetchall()]
+        async with self._dialect.read() as session:
+            return [self._key(row) for row in await session.rows(query, args)]
 
     async def revoke_api_key(self, *, key_id: str, tenant_id: str | None = None) -> ApiKey:
         wanted = check_key_id(key_id)
         tenant = None if tenant_id is None else check_id("tenant_id", tenant_id)
-        async with self._write() as db:
-            async with db.execute(
-                f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?", (wanted,)
-            ) as cursor:
-                row = await cursor.fetchone()
+        async with self._dialect.write() as session:
+            row = await session.row(
+                f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = ?" + self._dialect.lock, (wanted,)
+            )
             if row is None or (tenant is not None and row[1] != tenant):
                 raise NotFoundError("api key", wanted)
-            key = _key(row)
-            if key.revoked_at is not None:
-                return key
-            now = _rows.utcnow()
-            await db.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE key_id = ?", (now.isoformat(), wanted)
+            if row[5] is not None:
+                return self._key(row)
+            updated = await session.row(
+                f"UPDATE api_keys SET revoked_at = ? WHERE key_id = ? RETURNING {_COLUMNS}",
+                (self._dialect.stamp(_rows.utcnow()), wanted),
             )
-        return ApiKey(
-            key_id=key.key_id,
-            tenant_id=key.tenant_id,
-            label=key.label,
-            hint=key.hint,
-            created_at=key.created_at,
-            revoked_at=now,
-        )
+        assert updated is not None  # the row is locked in this transaction
+        return self._key(updated)
 
     async def has_api_keys(self) -> bool:
-        async with self._read() as db, db.execute("SELECT 1 FROM api_keys LIMIT 1") as cursor:
-            return await cursor.fetchone() is not None
+        async with self._dialect.read() as session:
+            return await session.row("SELECT 1 FROM api_keys LIMIT 1") is not None

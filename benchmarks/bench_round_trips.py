@@ -1,0 +1,150 @@
+"""Database round trips per store operation and per `Gateway.ask`, on SQLite and PostgreSQL.
+
+    scripts/with-postgres .venv/bin/python benchmarks/bench_round_trips.py
+
+Counts, not seconds, so one run on a noisy machine is exact. SQLite: every call that crosses
+to aiosqlite's thread (``Connection._execute``: a statement, a fetch, a cursor's close, BEGIN
+and COMMIT), which is what a round trip costs there. PostgreSQL: every statement psycopg
+sends (a query, an ``executemany``, which psycopg pipelines, BEGIN and COMMIT). Run it with
+``PYTHONPATH`` pointing at another checkout's ``src`` to compare two versions of the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+import workingmem as wm
+from workingmem.llm.testing import Reply, ScriptedUpstream
+from workingmem.tokens import tokenizer_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cli import POSTGRES_ENV
+
+counts: Counter[str] = Counter()
+
+
+def _count_sqlite() -> None:
+    original = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["trips"] += 1
+        return await original(self, fn, *args, **kwargs)
+
+    aiosqlite.Connection._execute = counted  # type: ignore[method-assign]
+
+
+def _count_postgres() -> None:
+    import psycopg
+
+    execute = psycopg.AsyncCursor.execute
+    executemany = psycopg.AsyncCursor.executemany
+    command = psycopg.AsyncConnection._exec_command
+
+    async def counted_execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        counts["trips"] += 1
+        return await execute(self, query, params, **kw)
+
+    async def counted_many(self: Any, query: Any, params_seq: Any, **kw: Any) -> Any:
+        counts["trips"] += 1  # psycopg pipelines the rows: one round trip
+        return await executemany(self, query, params_seq, **kw)
+
+    def counted_command(self: Any, command_: Any, *args: Any, **kw: Any) -> Any:
+        counts["trips"] += 1  # BEGIN, COMMIT, ROLLBACK (a generator psycopg drives)
+        return command(self, command_, *args, **kw)
+
+    psycopg.AsyncCursor.execute = counted_execute  # type: ignore[method-assign]
+    psycopg.AsyncCursor.executemany = counted_many  # type: ignore[method-assign]
+    psycopg.AsyncConnection._exec_command = counted_command  # type: ignore[method-assign]
+
+
+async def measure(name: str, work: Callable[[], Awaitable[object]]) -> int:
+    counts.clear()
+    await work()
+    return counts["trips"]
+
+
+async def run(url: str) -> dict[str, int]:
+    tokenizer = tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
+    tenant = f"bench-{uuid.uuid4().hex[:8]}"  # a database shared with an earlier run is fine
+    results: dict[str, int] = {}
+    async with await wm.open_store(url) as store:
+        # A thread of 50 turns, counted with the tokenizer (the steady state of a live thread).
+        for index in range(25):
+            await store.append(
+                tenant_id=tenant,
+                thread_id="th",
+                messages=[
+                    {"role": "user", "content": f"question {index}"},
+                    {"role": "assistant", "content": f"answer {index}"},
+                ],
+            )
+        await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=64)
+        key = await store.create_api_key(tenant_id=tenant)
+        operations: dict[str, Callable[[], Awaitable[object]]] = {
+            "append 1 message": lambda: store.append(
+                tenant_id=tenant, thread_id="th", messages=[{"role": "user", "content": "next"}]
+            ),
+            "read_tail (window load)": lambda: store.read_tail(
+                tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=64
+            ),
+            "get_memory_state": lambda: store.get_memory_state(tenant_id=tenant, thread_id="th"),
+            "find_api_key": lambda: store.find_api_key(key.secret),
+            "get_document": lambda: store.get_document(
+                tenant_id=tenant, scope="conversation", owner_id="th"
+            ),
+            "put_document": lambda: store.put_document(
+                tenant_id=tenant,
+                scope="conversation",
+                owner_id="th",
+                content="notes",
+                expected_version=None,
+            ),
+        }
+        for name, work in operations.items():
+            results[name] = await measure(name, work)
+        with ScriptedUpstream(responder=lambda request: Reply("Sure.")) as upstream:
+            async with (
+                wm.OpenAIClient(base_url=upstream.base_url, api_key="k") as llm,
+                wm.Gateway(store=store, llm=llm) as gateway,
+            ):
+
+                async def ask() -> None:
+                    await gateway.ask(tenant_id=tenant, thread_id="asked", message="Hello")
+                    await gateway.when_idle()
+
+                await ask()  # the thread exists and its counts are cached from here on
+                results["Gateway.ask (SUMMARY_BUFFER, update not due)"] = await measure("ask", ask)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--postgres", default=os.environ.get(POSTGRES_ENV), metavar="URL")
+    args = parser.parse_args(argv)
+    _count_sqlite()
+    table: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        table["SQLite"] = asyncio.run(run(str(Path(folder) / "trips.db")))
+    if args.postgres:
+        _count_postgres()
+        table["PostgreSQL"] = asyncio.run(run(args.postgres))
+    print(f"store: {wm.SQLiteStore.__module__} ({Path(wm.__file__).parent})")
+    columns = list(table)
+    print(f"{'operation':<46}" + "".join(f"{c:>12}" for c in columns))
+    for operation in table["SQLite"]:
+        print(f"{operation:<46}" + "".join(f"{table[c][operation]:>12}" for c in columns))
+
+
+if __name__ == "__main__":
+    main()

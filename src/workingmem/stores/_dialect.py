@@ -1,0 +1,93 @@
+"""What differs between the databases: a `Session` to run statements in, and a `Dialect`.
+
+    async with dialect.write() as session:          # one transaction
+        row = await session.row("SELECT ... WHERE id = ?" + dialect.lock, (pk,))
+        await session.run("UPDATE ... SET updated_at = ?", (dialect.stamp(now),))
+
+`SQLStore` owns the control flow (what is read, checked and written, in which transaction) and
+writes its SQL once, with ``?`` placeholders. A dialect supplies the rest: its sessions
+(placeholders, the driver's calls, its errors as `StoreError`), how a write is serialized
+(`lock`: ``FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serializes),
+timestamps (ISO text on SQLite, ``timestamptz`` on PostgreSQL), the one statement that reads a
+thread's tail, and its migrations.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Protocol
+
+__all__ = ["Dialect", "Row", "Session"]
+
+Row = tuple[Any, ...]
+
+
+class Session(Protocol):
+    """Statements inside one transaction (a write) or one snapshot (a read)."""
+
+    async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+        """Every row of a query."""
+        ...
+
+    async def row(self, sql: str, params: Sequence[object] = ()) -> Row | None:
+        """The first row of a query, or None."""
+        ...
+
+    async def run(self, sql: str, params: Sequence[object] = ()) -> int:
+        """Runs a statement; the rows it changed."""
+        ...
+
+    async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
+        """Runs a statement once per parameter row."""
+        ...
+
+
+class Dialect(ABC):
+    """One database's side of `SQLStore`."""
+
+    name: str
+    """``sqlite`` or ``postgres``: the folder of its migrations."""
+    lock: str
+    """Appended to a SELECT inside a write to lock the rows it reads (or "")."""
+
+    @abstractmethod
+    def write(self) -> AbstractAsyncContextManager[Session]:
+        """A write transaction, serialized against other writers of the rows it locks."""
+
+    @abstractmethod
+    def read(self) -> AbstractAsyncContextManager[Session]:
+        """A consistent read: one snapshot for all its statements."""
+
+    @abstractmethod
+    def stamp(self, moment: datetime) -> object:
+        """A timestamp as the database stores it."""
+
+    @abstractmethod
+    def moment(self, value: Any) -> datetime:
+        """A stored timestamp as an aware datetime."""
+
+    @abstractmethod
+    async def read_tail(
+        self,
+        tokenizer_key: str,
+        before_seq: int | None,
+        tenant_id: str,
+        thread_id: str,
+        limit: int,
+    ) -> list[Row]:
+        """One statement, one round trip: the thread row (9 columns) with each of its newest
+        `limit` turns before `before_seq` (seq, unit_seq, message, cached count or NULL),
+        newest first; an empty thread gives its row once with NULL turn columns; a missing
+        thread gives no row."""
+
+    @abstractmethod
+    async def migrate(self) -> None:
+        """Applies the migrations not applied yet, each with its record, one migrator at a
+        time across processes."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Closes the connections."""

@@ -1,0 +1,297 @@
+"""Threads, turns, token counts, the memory state and its lease: the SQL, written once.
+
+`SQLStore` inherits these methods; the dialect (`_dialect`) runs them on SQLite or PostgreSQL.
+Every write is one transaction that first locks the thread's row where the database needs it
+(PostgreSQL's ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already serializes writers), so two
+workers never give two turns the same seq and a state's compare-and-set cannot interleave.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConflictError, NotFoundError, ValidationError
+from ..messages import OpenUnit, check_id, normalize_messages
+from ..tokens import Tokenizer
+from ..types import Thread, Turn, WorkingMemoryState
+from . import _rows
+from ._dialect import Dialect, Row, Session
+from .base import StateWrite, Tail
+
+__all__ = ["THREAD_COLUMNS", "SQLThreads"]
+
+THREAD_COLUMNS = (
+    "id, tenant_id, thread_id, user_id, turn_count, last_unit_seq, tokenizers, created_at, "
+    "updated_at"
+)
+"""The thread row every query reads, in this order (the tail query too, as ``th.``...)."""
+_SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
+
+
+class SQLThreads:
+    """The ThreadStore methods of `SQLStore`."""
+
+    _dialect: Dialect
+
+    def _thread(self, row: Row) -> Thread:
+        return Thread(
+            tenant_id=row[1],
+            thread_id=row[2],
+            user_id=row[3],
+            turn_count=row[4],
+            created_at=self._dialect.moment(row[7]),
+            updated_at=self._dialect.moment(row[8]),
+        )
+
+    async def _thread_row(
+        self, session: Session, tenant_id: str, thread_id: str, *, lock: bool = False
+    ) -> Row:
+        row = await session.row(
+            _SELECT_THREAD + (self._dialect.lock if lock else ""), (tenant_id, thread_id)
+        )
+        if row is None:
+            raise NotFoundError("thread", thread_id)
+        return row
+
+    async def append(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        messages: Sequence[Any],
+        user_id: str | None = None,
+    ) -> list[Turn]:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        if user_id is not None:
+            check_id("user_id", user_id)
+        clean = normalize_messages(messages)
+        now = _rows.utcnow()
+        stamp = self._dialect.stamp(now)
+        async with self._dialect.write() as session:
+            row = await session.row(
+                _SELECT_THREAD + self._dialect.lock, (tenant_id, thread_id)
+            ) or await session.row(
+                "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING "
+                f"RETURNING {THREAD_COLUMNS}",
+                (tenant_id, thread_id, user_id, stamp, stamp),
+            )
+            if row is None:  # another writer created it between the two statements
+                row = await self._thread_row(session, tenant_id, thread_id, lock=True)
+            pk, turn_count, last_unit_seq = row[0], row[4], row[5]
+            if not clean:
+                return []
+            open_unit = None
+            if last_unit_seq:
+                unit_rows = await session.rows(
+                    "SELECT message FROM turns WHERE thread_pk = ? AND seq >= ? ORDER BY seq",
+                    (pk, last_unit_seq),
+                )
+                open_unit = OpenUnit.from_turns(
+                    [_rows.loads_message(r[0]) for r in unit_rows], last_unit_seq
+                )
+            prepared = _rows.plan_append(
+                clean,
+                turn_count=turn_count,
+                open_unit=open_unit,
+                tokenizer_keys=_rows.tokenizers_of(row[6]),
+            )
+            await session.run_many(
+                "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp)
+                    for t, text in zip(prepared.turns, prepared.serialized, strict=True)
+                ],
+            )
+            if prepared.counts:
+                await session.run_many(
+                    "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(pk, key, seq, tokens) for key, seq, tokens in prepared.counts],
+                )
+            await session.run(
+                "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
+                (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
+            )
+        return [Turn.from_message(t.message, seq=t.seq, created_at=now) for t in prepared.turns]
+
+    async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.read() as session:
+            return self._thread(await self._thread_row(session, tenant_id, thread_id))
+
+    async def list_threads(
+        self, *, tenant_id: str, limit: int = 50, offset: int = 0
+    ) -> list[Thread]:
+        check_id("tenant_id", tenant_id)
+        _rows.check_page(limit, offset)
+        async with self._dialect.read() as session:
+            rows = await session.rows(
+                f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? "
+                "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
+                (tenant_id, limit, offset),
+            )
+        return [self._thread(row) for row in rows]
+
+    async def list_turns(
+        self, *, tenant_id: str, thread_id: str, after_seq: int = 0, limit: int = 100
+    ) -> list[Turn]:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        _rows.check_page(limit, 0)
+        if after_seq < 0:
+            raise ValidationError("after_seq", f"must not be negative, got {after_seq}")
+        async with self._dialect.read() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            rows = await session.rows(
+                "SELECT seq, message, created_at FROM turns WHERE thread_pk = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (pk, after_seq, limit),
+            )
+        return [
+            Turn.from_message(
+                _rows.loads_message(r[1]), seq=r[0], created_at=self._dialect.moment(r[2])
+            )
+            for r in rows
+        ]
+
+    async def read_tail(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        tokenizer: Tokenizer,
+        limit: int,
+        before_seq: int | None = None,
+    ) -> Tail:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        rows = await self._dialect.read_tail(tokenizer.key, before_seq, tenant_id, thread_id, limit)
+        if not rows:
+            raise NotFoundError("thread", thread_id)
+        row = tuple(rows[0][:9])
+        tail = [r[9:] for r in rows if r[9] is not None]
+        turns, missing = _rows.counted_tail(tokenizer, tail)
+        if missing or tokenizer.key not in _rows.tokenizers_of(row[6]):
+            await self._remember_counts(row[0], tokenizer.key, missing)
+        return Tail(thread=self._thread(row), turns=turns)
+
+    async def _remember_counts(self, pk: int, key: str, counts: dict[int, int]) -> None:
+        """Stores counts made by a read, and registers the tokenizer for later appends."""
+        async with self._dialect.write() as session:
+            found = await session.row(
+                "SELECT tokenizers FROM threads WHERE id = ?" + self._dialect.lock, (pk,)
+            )
+            if found is None:
+                return  # the thread was deleted meanwhile
+            keys = _rows.tokenizers_of(found[0])
+            if key not in keys:
+                await session.run(
+                    "UPDATE threads SET tokenizers = ? WHERE id = ?", (json.dumps([*keys, key]), pk)
+                )
+            if counts:
+                await session.run_many(
+                    "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [(pk, key, seq, tokens) for seq, tokens in counts.items()],
+                )
+
+    # -- memory state ------------------------------------------------------------------------
+
+    def _state(self, row: Row) -> WorkingMemoryState:
+        version, summary, facts, turn_count, stamp = row
+        return _rows.state_from_row(
+            version, summary, facts, turn_count, self._dialect.moment(stamp)
+        )
+
+    async def get_memory_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.read() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            found = await session.row(
+                "SELECT version, summary, facts, turn_count, updated_at FROM memory_states "
+                "WHERE thread_pk = ?",
+                (pk,),
+            )
+        return WorkingMemoryState() if found is None else self._state(found)
+
+    async def write_memory_state(
+        self, *, tenant_id: str, thread_id: str, write: StateWrite
+    ) -> WorkingMemoryState:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        now = _rows.utcnow()
+        stamp = self._dialect.stamp(now)
+        facts = _rows.encode_facts(write.facts)
+        async with self._dialect.write() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id, lock=True))[0]
+            found = await session.row(
+                "SELECT version FROM memory_states WHERE thread_pk = ?", (pk,)
+            )
+            current = 0 if found is None else found[0]
+            if current != write.expected_version:
+                raise ConflictError(
+                    f"thread {thread_id!r}: memory state is at version {current}, "
+                    f"not {write.expected_version}"
+                )
+            version = current + 1
+            await session.run(
+                "INSERT INTO memory_states (thread_pk, version, summary, facts, turn_count, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_pk) DO UPDATE SET "
+                "version = excluded.version, summary = excluded.summary, facts = excluded.facts, "
+                "turn_count = excluded.turn_count, updated_at = excluded.updated_at",
+                (pk, version, write.summary, facts, write.turn_count, stamp),
+            )
+            await session.run(
+                "INSERT INTO memory_state_versions (thread_pk, version, summary, facts, "
+                "turn_count, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (pk, version, write.summary, facts, write.turn_count, write.reason, stamp),
+            )
+            if write.forgets:
+                await session.run(
+                    "DELETE FROM memory_state_versions WHERE thread_pk = ? AND version < ?",
+                    (pk, version),
+                )
+        return _rows.state_from_row(version, write.summary, facts, write.turn_count, now)
+
+    async def list_memory_states(
+        self, *, tenant_id: str, thread_id: str, limit: int = 20
+    ) -> list[WorkingMemoryState]:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        _rows.check_page(limit, 0)
+        async with self._dialect.read() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            rows = await session.rows(
+                "SELECT version, summary, facts, turn_count, created_at FROM memory_state_versions "
+                "WHERE thread_pk = ? ORDER BY version DESC LIMIT ?",
+                (pk, limit),
+            )
+        return [self._state(row) for row in rows]
+
+    async def claim_memory_update(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        now = _rows.utcnow()
+        async with self._dialect.write() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            claimed = await session.run(
+                "INSERT INTO memory_leases (thread_pk, owner, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (thread_pk) DO UPDATE SET owner = excluded.owner, "
+                "expires_at = excluded.expires_at WHERE memory_leases.expires_at < ?",
+                (
+                    pk,
+                    owner,
+                    self._dialect.stamp(_rows.later(now, ttl_seconds)),
+                    self._dialect.stamp(now),
+                ),
+            )
+        return claimed == 1
+
+    async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.write() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            await session.run(
+                "DELETE FROM memory_leases WHERE thread_pk = ? AND owner = ?", (pk, owner)
+            )
