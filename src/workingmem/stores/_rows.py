@@ -28,6 +28,7 @@ __all__ = [
     "check_page",
     "check_scope",
     "counted_tail",
+    "counts_of",
     "decode_facts",
     "encode_facts",
     "later",
@@ -115,15 +116,22 @@ def plan_append(
 ) -> PreparedAppend:
     """Places validated messages after `turn_count` and counts them with each tokenizer."""
     planned = plan_units(open_unit, messages, first_seq=turn_count + 1)
-    tokenizers = [tok for key in tokenizer_keys if (tok := tokenizer_from_key(key)) is not None]
-    counts = [
-        (tok.key, turn.seq, tok.count_message(turn.message))
-        for tok in tokenizers
-        for turn in planned
-    ]
     return PreparedAppend(
-        turns=planned, serialized=[dumps_message(t.message) for t in planned], counts=counts
+        turns=planned,
+        serialized=[dumps_message(t.message) for t in planned],
+        counts=counts_of(planned, tokenizer_keys),
     )
+
+
+def counts_of(
+    turns: Sequence[PlannedTurn], tokenizer_keys: Sequence[str]
+) -> list[tuple[str, int, int]]:
+    """(tokenizer key, seq, tokens) of each turn, with every registered tokenizer that can be
+    rebuilt: what the turns' writer stores beside them."""
+    tokenizers = [tok for key in tokenizer_keys if (tok := tokenizer_from_key(key)) is not None]
+    return [
+        (tok.key, turn.seq, tok.count_message(turn.message)) for tok in tokenizers for turn in turns
+    ]
 
 
 def counted_tail(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
-from ..messages import OpenUnit, check_id, normalize_messages
+from ..messages import OpenUnit, check_id, dumps_message, normalize_messages, plan_units
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
@@ -70,16 +70,7 @@ class SQLThreads:
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
         async with self._dialect.write() as session:
-            row = await session.row(
-                _SELECT_THREAD + self._dialect.lock, (tenant_id, thread_id)
-            ) or await session.row(
-                "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING "
-                f"RETURNING {THREAD_COLUMNS}",
-                (tenant_id, thread_id, user_id, stamp, stamp),
-            )
-            if row is None:  # another writer created it between the two statements
-                row = await self._thread_row(session, tenant_id, thread_id, lock=True)
+            row = await self._locked_or_new_thread(session, tenant_id, thread_id, user_id, stamp)
             pk, turn_count, last_unit_seq = row[0], row[4], row[5]
             if not clean:
                 return []
@@ -118,6 +109,169 @@ class SQLThreads:
             )
         return [Turn.from_message(t.message, seq=t.seq, created_at=now) for t in prepared.turns]
 
+    async def pop_turns(self, *, tenant_id: str, thread_id: str) -> list[Turn]:
+        """Removes the thread's newest unit (see `TurnStore.pop_turns`); the removed turns,
+        oldest first ([] for a thread without turns)."""
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.write() as session:
+            row = await self._thread_row(session, tenant_id, thread_id, lock=True)
+            pk, last_unit_seq = row[0], row[5]
+            if not row[4]:
+                return []
+            removed = await session.rows(
+                "SELECT seq, message, created_at FROM turns WHERE thread_pk = ? AND seq >= ? "
+                "ORDER BY seq",
+                (pk, last_unit_seq),
+            )
+            await self._cut(session, pk, kept=last_unit_seq - 1)
+        return [self._turn(r) for r in removed]
+
+    async def replace_turns(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        messages: Sequence[Any],
+        user_id: str | None = None,
+    ) -> list[Turn]:
+        """Makes `messages` the thread's turns, all or nothing (see `TurnStore.replace_turns`);
+        the thread's turns as stored now."""
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        if user_id is not None:
+            check_id("user_id", user_id)
+        clean = normalize_messages(messages)
+        planned = plan_units(None, clean, first_seq=1)  # the whole thread must be valid
+        texts = [dumps_message(turn.message) for turn in planned]
+        now = _rows.utcnow()
+        stamp = self._dialect.stamp(now)
+        async with self._dialect.write() as session:
+            row = await self._locked_or_new_thread(session, tenant_id, thread_id, user_id, stamp)
+            pk = row[0]
+            stored = await session.rows(
+                "SELECT message FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
+            )
+            kept = 0
+            for (text,), new in zip(stored, texts, strict=False):
+                if text != new:
+                    break
+                kept += 1
+            await self._cut(session, pk, kept=kept)
+            fresh = planned[kept:]
+            if fresh:
+                await session.run_many(
+                    "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp)
+                        for t, text in zip(fresh, texts[kept:], strict=True)
+                    ],
+                )
+                counts = _rows.counts_of(fresh, _rows.tokenizers_of(row[6]))
+                if counts:
+                    await session.run_many(
+                        "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
+                        "VALUES (?, ?, ?, ?)",
+                        [(pk, key, seq, tokens) for key, seq, tokens in counts],
+                    )
+                await session.run(
+                    "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? "
+                    "WHERE id = ?",
+                    (planned[-1].seq, planned[-1].unit_seq, stamp, pk),
+                )
+            rows = await session.rows(
+                "SELECT seq, message, created_at FROM turns WHERE thread_pk = ? ORDER BY seq",
+                (pk,),
+            )
+        return [self._turn(r) for r in rows]
+
+    async def delete_thread(self, *, tenant_id: str, thread_id: str) -> None:
+        """Deletes the thread and everything of it (see `TurnStore.delete_thread`)."""
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.write() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id, lock=True))[0]
+            # Turns, counts, the state, its versions and the lease go with the row (cascade).
+            await session.run("DELETE FROM threads WHERE id = ?", (pk,))
+            await session.run(
+                "DELETE FROM working_memory WHERE tenant_id = ? AND scope = 'conversation' "
+                "AND owner_id = ?",
+                (tenant_id, thread_id),
+            )
+
+    async def _locked_or_new_thread(
+        self, session: Session, tenant_id: str, thread_id: str, user_id: str | None, stamp: object
+    ) -> Row:
+        """The thread's row, locked; created (with no turns) when there is none."""
+        row = await session.row(
+            _SELECT_THREAD + self._dialect.lock, (tenant_id, thread_id)
+        ) or await session.row(
+            "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING "
+            f"RETURNING {THREAD_COLUMNS}",
+            (tenant_id, thread_id, user_id, stamp, stamp),
+        )
+        if row is None:  # another writer created it between the two statements
+            row = await self._thread_row(session, tenant_id, thread_id, lock=True)
+        return row
+
+    async def _cut(self, session: Session, pk: int, *, kept: int) -> None:
+        """Removes the turns after seq `kept`, with their counts, and rolls the memory state
+        back so that the summary describes only turns that still exist. In the caller's
+        transaction, the thread's row locked."""
+        await session.run("DELETE FROM turn_tokens WHERE thread_pk = ? AND seq > ?", (pk, kept))
+        if not await session.run("DELETE FROM turns WHERE thread_pk = ? AND seq > ?", (pk, kept)):
+            return
+        last = await session.row(
+            "SELECT unit_seq FROM turns WHERE thread_pk = ? AND seq = ?", (pk, kept)
+        )
+        await session.run(
+            "UPDATE threads SET turn_count = ?, last_unit_seq = ? WHERE id = ?",
+            (kept, last[0] if last else 0, pk),
+        )
+        await self._roll_back_state(session, pk, kept=kept)
+
+    async def _roll_back_state(self, session: Session, pk: int, *, kept: int) -> None:
+        """Moves the state back to the newest version that covers at most `kept` turns, and
+        drops the versions that cover more: none may describe a removed turn. Without such a
+        version: empty, covering nothing; or, after a forget, still forgotten up to `kept`."""
+        current = await session.row(
+            "SELECT version, turn_count FROM memory_states WHERE thread_pk = ?", (pk,)
+        )
+        if current is None or current[1] <= kept:
+            return
+        target = await session.row(
+            "SELECT summary, facts, turn_count FROM memory_state_versions "
+            "WHERE thread_pk = ? AND turn_count <= ? ORDER BY version DESC LIMIT 1",
+            (pk, kept),
+        )
+        if target is None:
+            forgotten = await session.row(
+                "SELECT 1 FROM memory_state_versions WHERE thread_pk = ? AND reason = 'reset'",
+                (pk,),
+            )
+            target = ("", "[]", kept if forgotten else 0)
+        summary, facts, turn_count = target
+        version = current[0] + 1
+        stamp = self._dialect.stamp(_rows.utcnow())
+        await session.run(
+            "DELETE FROM memory_state_versions WHERE thread_pk = ? AND turn_count > ?", (pk, kept)
+        )
+        await session.run(
+            "UPDATE memory_states SET version = ?, summary = ?, facts = ?, turn_count = ?, "
+            "updated_at = ? WHERE thread_pk = ?",
+            (version, summary, facts, turn_count, stamp, pk),
+        )
+        await session.run(
+            "INSERT INTO memory_state_versions (thread_pk, version, summary, facts, turn_count, "
+            "reason, created_at) VALUES (?, ?, ?, ?, ?, 'rollback', ?)",
+            (pk, version, summary, facts, turn_count, stamp),
+        )
+
+    def _turn(self, row: Row) -> Turn:
+        seq, text, stamp = row
+        return Turn.from_message(
+            _rows.loads_message(text), seq=seq, created_at=self._dialect.moment(stamp)
+        )
+
     async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.read() as session:
@@ -150,12 +304,7 @@ class SQLThreads:
                 "ORDER BY seq LIMIT ?",
                 (pk, after_seq, limit),
             )
-        return [
-            Turn.from_message(
-                _rows.loads_message(r[1]), seq=r[0], created_at=self._dialect.moment(r[2])
-            )
-            for r in rows
-        ]
+        return [self._turn(r) for r in rows]
 
     async def read_tail(
         self,

@@ -74,6 +74,45 @@ class TurnStore(Protocol):
         """
         ...
 
+    async def pop_turns(self, *, tenant_id: str, thread_id: str) -> list[Turn]:
+        """Removes the thread's newest unit: its newest turn, or, when that turn belongs to a
+        tool exchange, the assistant turn with all its tool results (never an orphan).
+
+        For "undo" and human-in-the-loop rewinds. When the memory state covers a removed turn,
+        it rolls back, in the same transaction, to the newest version that covers only
+        surviving turns (or to empty); versions that cover removed turns are dropped. Returns
+        the removed turns, oldest first; [] for a thread without turns. `NotFoundError` for a
+        missing thread (or another tenant's).
+        """
+        ...
+
+    async def replace_turns(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        messages: Sequence[Message | Turn],
+        user_id: str | None = None,
+    ) -> list[Turn]:
+        """Makes `messages` the thread's turns, all or nothing; creates the thread if new.
+
+        For clients that edit history and for wrappers that clear and re-add. The stored turns
+        that equal the start of `messages` stay as they are (their counts too); the rest are
+        removed and the new ones appended. The whole sequence is validated first (nothing
+        changes on a `ValidationError`), and the memory state rolls back as for `pop_turns`
+        when it covered a removed turn. Returns the thread's turns as stored now.
+        """
+        ...
+
+    async def delete_thread(self, *, tenant_id: str, thread_id: str) -> None:
+        """Deletes the thread and everything of it: turns, counts, summary and its versions,
+        the update lease, the conversation's agent-memory document (not the user's).
+
+        For "delete my conversation" and data-protection requests; unlike a reset, nothing of
+        the thread remains. `NotFoundError` for a missing thread (or another tenant's).
+        """
+        ...
+
     async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
         """The thread, or `NotFoundError`."""
         ...
