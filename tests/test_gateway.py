@@ -364,3 +364,41 @@ async def test_the_budget_is_the_window_minus_the_system_prompt_and_the_reserve(
     system_tokens = wm.tokenizer_for(MODEL).count_message(context.messages[0])
     assert context.budget_tokens == (MODEL.context_window - system_tokens - MODEL.max_output_tokens)
     assert context.messages[0]["content"] == "Be brief."
+
+
+async def test_ask_with_the_whole_history_stores_only_what_is_new(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """The library's overlap rule: a client's full history, resent, adds only its new turns;
+    the same request again after a failed upstream call adds nothing and answers it."""
+    history = [user("I'm Ada."), assistant("Hello Ada."), user("Where should I eat?")]
+    await gateway.store.append(tenant_id=tenant, thread_id="th", messages=history[:2])
+    upstream.push(StatusError(500, "boom"))
+    with pytest.raises(wm.LLMError):
+        await gateway.ask(tenant_id=tenant, thread_id="th", messages=history)
+    first = await gateway.ask(tenant_id=tenant, thread_id="th", messages=history)  # the retry
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == [*(m["content"] for m in history), first.answer]
+    later = [*history, assistant(first.answer), user("And for dessert?")]
+    second = await gateway.ask(tenant_id=tenant, thread_id="th", messages=later)
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == [*(m["content"] for m in later), second.answer]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({}, "message"),
+        ({"message": "hi", "messages": [user("hi")]}, "message"),
+        ({"messages": [user("hi"), assistant("hello")]}, "messages"),
+        ({"messages": []}, "messages"),
+    ],
+)
+async def test_ask_needs_one_user_turn_to_answer(
+    gateway: Gateway, tenant: str, arguments: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(wm.ValidationError) as caught:
+        await gateway.ask(tenant_id=tenant, thread_id="th", **arguments)
+    assert caught.value.field == field
+    with pytest.raises(wm.NotFoundError):
+        await gateway.store.get_thread(tenant_id=tenant, thread_id="th")  # nothing stored

@@ -50,10 +50,12 @@ from .stores.documents import DocumentStore, WorkingMemoryDocument
 from .summarizer import InvalidOutputError, Summarizer
 from .tokens import Tokenizer, count_tokens, tokenizer_for
 from .types import (
+    CHAT_FORMAT,
     CountedTurn,
     Fact,
     Message,
     ModelInfo,
+    NativeItem,
     Strategy,
     Thread,
     ToolCall,
@@ -67,6 +69,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CHAT_FORMAT",
     "DISABLED_WINDOW_TURNS",
     "LOCAL_GATEWAY_CONFIG",
     "AgentMemory",
@@ -94,6 +97,7 @@ __all__ = [
     "LocalModelClient",
     "Message",
     "ModelInfo",
+    "NativeItem",
     "NotFoundError",
     "OpenAIClient",
     "Overrides",

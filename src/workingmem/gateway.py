@@ -40,6 +40,7 @@ from .llm import (
     UsageGuard,
 )
 from .memory import WorkingMemory, WorkingMemoryProtocol
+from .messages import normalize_turns, overlap
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
 from .stores.base import Store
@@ -49,6 +50,7 @@ from .tokens import tokenizer_for
 from .types import (
     Message,
     ModelInfo,
+    NativeItem,
     Strategy,
     Thread,
     Turn,
@@ -222,17 +224,22 @@ class Gateway:
         *,
         tenant_id: str,
         thread_id: str,
-        message: str | Message,
+        message: str | Message | None = None,
         user_id: str | None = None,
         profile: Profile | str | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
         review: Review | None = None,
+        messages: Sequence[Message | NativeItem] | None = None,
     ) -> AskResult:
-        """Answers one user message with the thread's memory.
+        """Answers the thread's newest user turn with the thread's memory.
 
         Args:
             message: the user's text, or a user message dict (content parts allowed).
+            messages: instead of `message`, the request's turns as a client sends them: only
+                the new ones, or the whole history, or a part of it. The overlap rule
+                (`workingmem.messages.overlap`) stores each turn once: what the thread already
+                ends with is not stored again. The last must be the user's.
             profile: a Profile, a profile id, or None for ``default``.
             system_prompt: overrides the profile's system prompt template for this call.
             model: overrides the profile's answering model for this call.
@@ -243,10 +250,10 @@ class Gateway:
             ValidationError, NotFoundError: bad input; nothing stored.
             ContextOverflowError: the message alone does not fit the model's window.
             LLMError, UsageRefusedError: the upstream failed or was refused; the user turn
-                stays stored, and asking again with the same message answers it.
+                stays stored, and asking again with the same message (or messages) answers it.
         """
         run = await self._begin(
-            tenant_id, thread_id, message, user_id, profile, system_prompt, model
+            tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
         )
         async for _ in self._answer(run, stream=False):
             pass
@@ -263,17 +270,18 @@ class Gateway:
         *,
         tenant_id: str,
         thread_id: str,
-        message: str | Message,
+        message: str | Message | None = None,
         user_id: str | None = None,
         profile: Profile | str | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
+        messages: Sequence[Message | NativeItem] | None = None,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
         async def chunks() -> AsyncGenerator[str, None]:
             run = await self._begin(
-                tenant_id, thread_id, message, user_id, profile, system_prompt, model
+                tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
             )
             async for text in self._answer(run, stream=True):
                 yield text
@@ -286,14 +294,15 @@ class Gateway:
         self,
         tenant_id: str,
         thread_id: str,
-        message: str | Message,
+        message: str | Message | None,
+        messages: Sequence[Message | NativeItem] | None,
         user_id: str | None,
         profile: Profile | str | None,
         system_prompt: str | None,
         model: str | None,
     ) -> _Run:
         resolved = self.profiles.get(profile)
-        user_message = _user_message(message)
+        request = _request_turns(message, messages)
         model_id = self.config.answering_model(model, resolved.model_id)
         run = _Run(
             tenant_id=tenant_id,
@@ -304,29 +313,34 @@ class Gateway:
             system_prompt=system_prompt or resolved.system_prompt or self.config.system_prompt,
             tools=self._tools(user_id),
         )
-        if not await self._is_pending(tenant_id, thread_id, user_message, run.model):
+        new = await self._new_turns(tenant_id, thread_id, request, run.model)
+        if new:
             run.turns += await self.store.append(
-                tenant_id=tenant_id, thread_id=thread_id, messages=[user_message], user_id=user_id
+                tenant_id=tenant_id, thread_id=thread_id, messages=new, user_id=user_id
             )
         return run
 
-    async def _is_pending(
-        self, tenant_id: str, thread_id: str, message: Message, model: ModelInfo
-    ) -> bool:
-        """True when the thread's newest turn is this very user message, still unanswered:
-        a retry after a failed upstream call answers it instead of storing it twice."""
+    async def _new_turns(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        request: Sequence[Message | NativeItem],
+        model: ModelInfo,
+    ) -> Sequence[Message | NativeItem]:
+        """The request's turns the thread does not end with yet (the overlap rule): a retry
+        after a failed upstream call, or a client that resends the history, stores nothing
+        twice. One read of the thread's newest turns."""
+        views, _ = normalize_turns(request)
         try:
             tail = await self.store.read_tail(
-                tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer_for(model), limit=1
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                tokenizer=tokenizer_for(model),
+                limit=len(views),
             )
         except NotFoundError:
-            return False
-        newest = tail.turns[-1].message if tail.turns else None
-        return (
-            newest is not None
-            and newest["role"] == "user"
-            and newest["content"] == message["content"]
-        )
+            return request
+        return request[overlap([t.message for t in tail.turns], views) :]
 
     def _tools(self, user_id: str | None) -> list[dict[str, Any]]:
         agent = self.agent_memory
@@ -573,3 +587,20 @@ def _user_message(message: str | Message) -> Message:
     if isinstance(message, dict) and message.get("role", "user") == "user":
         return {**message, "role": "user"}
     raise ValidationError("message", "must be the user's text or a user message dict")
+
+
+def _request_turns(
+    message: str | Message | None, messages: Sequence[Message | NativeItem] | None
+) -> list[Message | NativeItem]:
+    """The request's turns: `message` alone, or `messages`, whose last must be the user's."""
+    if (message is None) == (messages is None):
+        raise ValidationError("message", "give either message or messages")
+    if message is not None:
+        return [_user_message(message)]
+    assert messages is not None
+    views, _ = normalize_turns(messages)
+    if not views or views[-1]["role"] != "user":
+        raise ValidationError(
+            "messages", "the last message must be the user's: it is the turn the model answers"
+        )
+    return list(messages)

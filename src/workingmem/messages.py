@@ -17,22 +17,26 @@ Limits (documented, each checked with the field and the limit in the error):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .errors import ValidationError
-from .types import Message, Role, Turn
+from .types import CHAT_FORMAT, Message, NativeItem, Role, Turn
 
 __all__ = [
     "MAX_ID_CHARS",
     "MAX_MESSAGES_PER_APPEND",
     "MAX_MESSAGE_BYTES",
     "OpenUnit",
+    "Origin",
     "PlannedTurn",
     "check_id",
     "dumps_message",
     "normalize_messages",
+    "normalize_turns",
+    "overlap",
     "plan_units",
 ]
 
@@ -68,13 +72,62 @@ def dumps_message(message: Message) -> str:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
 
-def normalize_messages(messages: object, field_name: str = "messages") -> list[Message]:
-    """Validates chat-format messages (or `Turn`s) and returns their canonical dicts.
+_FORMAT = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
-    Keys that are not part of a role's message are rejected, except those whose value is
-    null or empty (SDK dumps carry ``"refusal": None``, ``"annotations": []``), which are
-    dropped. Raises ValidationError with the path of the first bad value.
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a stored turn came from: its format and its original item as JSON text (None
+    when the chat view is the original)."""
+
+    format: str = CHAT_FORMAT
+    item: str | None = None
+
+
+def normalize_turns(
+    messages: object, field_name: str = "messages"
+) -> tuple[list[Message], list[Origin]]:
+    """`normalize_messages` for what a store appends: chat messages, `Turn`s and `NativeItem`s.
+
+    A native item's chat view is validated like any message; its original is kept as given
+    (a JSON object of at most `MAX_MESSAGE_BYTES`), with its format. Raises ValidationError
+    with the path of the first bad value.
     """
+    items = _checked_sequence(messages, field_name)
+    views: list[Message] = []
+    origins: list[Origin] = []
+    for index, item in enumerate(items):
+        path = f"{field_name}[{index}]"
+        if isinstance(item, NativeItem):
+            origins.append(_origin(item.format, item.item, path))
+            views.append(_normalize_one(item.message, f"{path}.message"))
+        elif isinstance(item, Turn) and item.item is not None:
+            origins.append(_origin(item.format, item.item, path))
+            views.append(_normalize_one(item, path))
+        else:
+            origins.append(Origin())
+            views.append(_normalize_one(item, path))
+    return views, origins
+
+
+def _origin(format: object, item: object, path: str) -> Origin:
+    if not isinstance(format, str) or not _FORMAT.fullmatch(format):
+        raise ValidationError(
+            f"{path}.format",
+            f"must be 1-64 of a-z 0-9 . _ - (like 'openai.responses'), got {format!r}",
+        )
+    if not isinstance(item, dict):
+        raise ValidationError(f"{path}.item", f"must be a JSON object, got {type(item).__name__}")
+    try:
+        text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{path}.item", f"is not JSON: {exc}") from exc
+    if len(text.encode("utf-8")) > MAX_MESSAGE_BYTES:
+        raise ValidationError(f"{path}.item", f"is over {MAX_MESSAGE_BYTES} bytes as JSON")
+    return Origin(format=format, item=text)
+
+
+def _checked_sequence(messages: object, field_name: str) -> Sequence[object]:
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise ValidationError(field_name, "must be a list of messages")
     if len(messages) > MAX_MESSAGES_PER_APPEND:
@@ -82,7 +135,18 @@ def normalize_messages(messages: object, field_name: str = "messages") -> list[M
             field_name,
             f"has {len(messages)} messages; at most {MAX_MESSAGES_PER_APPEND} per append",
         )
-    return [_normalize_one(item, f"{field_name}[{i}]") for i, item in enumerate(messages)]
+    return messages
+
+
+def normalize_messages(messages: object, field_name: str = "messages") -> list[Message]:
+    """Validates chat-format messages (or `Turn`s) and returns their canonical dicts.
+
+    Keys that are not part of a role's message are rejected, except those whose value is
+    null or empty (SDK dumps carry ``"refusal": None``, ``"annotations": []``), which are
+    dropped. Raises ValidationError with the path of the first bad value.
+    """
+    items = _checked_sequence(messages, field_name)
+    return [_normalize_one(item, f"{field_name}[{i}]") for i, item in enumerate(items)]
 
 
 def _normalize_one(item: object, path: str) -> Message:
@@ -269,3 +333,21 @@ def plan_units(
             unit = OpenUnit(start_seq=seq, calls=calls)
         planned.append(PlannedTurn(seq=seq, unit_seq=unit.start_seq, message=message))
     return planned
+
+
+def overlap(stored: Sequence[Message], request: Sequence[Message]) -> int:
+    """How many of a request's turns (from its start) the thread already ends with.
+
+    The overlap rule, for clients that resend the whole history, a part of it, or only the new
+    turns: the longest suffix of the stored thread that equals a prefix of the request's turns
+    is already there; the rest of the request is new. So a request is stored once however often
+    it is sent (a retry after a failure stores nothing again), and a client that resends the
+    whole conversation adds only what follows it. `stored` needs only the thread's newest
+    ``len(request)`` turns; messages compare as the store serializes them.
+    """
+    tail = [dumps_message(m) for m in stored[-len(request) :]] if request else []
+    wanted = [dumps_message(m) for m in request[: len(tail)]]
+    for length in range(len(tail), 0, -1):
+        if tail[len(tail) - length :] == wanted[:length]:
+            return length
+    return 0

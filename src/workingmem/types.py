@@ -18,10 +18,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "CHAT_FORMAT",
     "CountedTurn",
     "Fact",
     "Message",
     "ModelInfo",
+    "NativeItem",
     "Role",
     "Strategy",
     "Thread",
@@ -35,6 +37,9 @@ __all__ = [
 
 Message = dict[str, Any]
 """An OpenAI chat-format message: ``{"role": ..., "content": ..., ...}``."""
+
+CHAT_FORMAT = "openai.chat"
+"""The format of a turn given as a plain chat message: its chat view is its original."""
 
 Role = Literal["user", "assistant", "tool"]
 """The roles a thread stores. System prompts belong to the profile, not to the thread."""
@@ -70,6 +75,25 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class NativeItem:
+    """A turn as a client or a framework gave it, in its own format, with its chat view.
+
+    The formats carry what OpenAI's chat format cannot (a Responses ``reasoning`` item's
+    ``encrypted_content``, an Anthropic ``thinking`` block's ``signature``, a framework's
+    message id), and a lossy conversion would lose it silently. So the store keeps `item`
+    exactly as given beside `message`, the chat view that token counts, units and windows use.
+    """
+
+    format: str
+    """Whose shape `item` has: ``openai.chat``, ``openai.responses``, ``anthropic.messages``,
+    or a framework's name (1-64 of ``a-z 0-9 . _ -``)."""
+    item: dict[str, Any]
+    """The original, JSON-serializable; read back unchanged (`Turn.item`)."""
+    message: Message
+    """Its OpenAI chat-format view, validated like any message."""
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One stored message of a thread."""
 
@@ -87,6 +111,18 @@ class Turn:
     """The turn's position in its thread, from 1; None before it is stored."""
     created_at: datetime | None = None
     """When it was stored (UTC); None before it is stored."""
+    format: str = CHAT_FORMAT
+    """The format it was given in (see `NativeItem`)."""
+    item: dict[str, Any] | None = None
+    """The original item as it was given, in `format`; None when the chat view is the
+    original (a plain chat message)."""
+
+    def in_format(self, format: str) -> dict[str, Any] | None:
+        """The turn as it was written, when it was written in `format`: the original item,
+        unchanged (the chat message for ``openai.chat``); None for another format."""
+        if format != self.format:
+            return None
+        return self.item if self.item is not None else self.to_message()
 
     def to_message(self) -> Message:
         """The OpenAI chat-format dict of this turn."""
@@ -101,7 +137,13 @@ class Turn:
 
     @classmethod
     def from_message(
-        cls, message: Message, *, seq: int | None = None, created_at: datetime | None = None
+        cls,
+        message: Message,
+        *,
+        seq: int | None = None,
+        created_at: datetime | None = None,
+        format: str = CHAT_FORMAT,
+        item: dict[str, Any] | None = None,
     ) -> Turn:
         """Builds a turn from a message that `workingmem.messages.normalize_message` accepted."""
         calls = tuple(
@@ -120,6 +162,8 @@ class Turn:
             name=message.get("name"),
             seq=seq,
             created_at=created_at,
+            format=format,
+            item=item,
         )
 
 

@@ -272,6 +272,26 @@ def test_a_retry_after_an_upstream_failure_stores_nothing_twice(
     assert [m["content"] for m in stored] == ["first", "noted", "second", "You said: second"]
 
 
+def test_a_client_that_resends_the_whole_history_stores_each_turn_once(
+    service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """Like LangChain's ChatOpenAI or a chat front end: every request carries the whole
+    conversation as the client knows it, answers included."""
+    history: list[Any] = []
+    with sdk(service, key) as client:
+        for text in ("I'm Ada.", "I live in Lyon.", "What do you know about me?"):
+            history.append({"role": "user", "content": text})
+            answer = client.chat.completions.create(model="answer-model", messages=history)
+            history.append({"role": "assistant", "content": answer.choices[0].message.content})
+    stored = api.get("/v1/threads/th/messages").json()["data"]
+    assert [(m["role"], m["content"]) for m in stored] == [
+        (m["role"], m["content"]) for m in history
+    ]
+    sent = [m["content"] for m in answers(upstream)[-1]["messages"] if m["role"] == "user"]
+    assert sent[-2:] == ["I live in Lyon.", "What do you know about me?"]  # recent_turns=4
+    assert len(sent) == len(set(sent))  # no turn twice in front of the model
+
+
 def test_a_leading_system_message_replaces_the_profiles_prompt(
     service: LiveServer, key: str, upstream: ScriptedUpstream
 ) -> None:

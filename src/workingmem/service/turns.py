@@ -1,29 +1,28 @@
 """A chat-completion request as new turns of a thread.
 
     turns = plan_turns(body)       # 400 for what the service does not support
-    await store_earlier(store, tenant_id=..., thread_id=..., user_id=..., turns=turns)
-    await gateway.ask(..., message=turns.last, system_prompt=turns.system_prompt)
+    await gateway.ask(..., messages=[*turns.earlier, turns.last],
+                      system_prompt=turns.system_prompt)
 
-The request's messages are the NEW turns: an optional leading system (or developer) message,
-which replaces the profile's system prompt for this call (the memory is still added to it),
-then user and assistant turns, the last one the user's. Turns before the last are stored as
-they are, before the model is asked; a retry of a request whose upstream call failed does not
-store them twice (the thread already ends with exactly these turns, the last one unanswered).
-Client-side tools (``tools``, tool turns, assistant tool calls) are not supported yet.
+The request's messages: an optional leading system (or developer) message, which replaces the
+profile's system prompt for this call (the memory is still added to it), then user and
+assistant turns, the last one the user's. The gateway's overlap rule decides which are new:
+a request may carry only the new turns or resend the history, and a retry of a request whose
+upstream call failed stores nothing twice. Client-side tools (``tools``, tool turns, assistant
+tool calls) are not supported yet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import ValidationError
 from ..messages import normalize_messages
-from ..stores.base import ThreadStore
 from ..types import Message
 from .errors import ApiError
 from .schemas import ChatCompletionRequest
 
-__all__ = ["NewTurns", "plan_turns", "store_earlier"]
+__all__ = ["NewTurns", "plan_turns"]
 
 _SYSTEM_ROLES = ("system", "developer")
 
@@ -113,35 +112,3 @@ def _normalized(message: Message, index: int) -> Message:
         field = exc.field.replace("messages[0]", f"messages[{index}]", 1)
         raise ValidationError(field, exc.reason) from exc
     return clean
-
-
-async def store_earlier(
-    store: ThreadStore,
-    *,
-    tenant_id: str,
-    thread_id: str,
-    user_id: str | None,
-    turns: NewTurns,
-) -> None:
-    """Stores the turns before the last one, unless this request is a retry of one whose
-    turns are all stored already."""
-    if not turns.earlier:
-        return
-    expected = [*turns.earlier, turns.last]
-    try:
-        thread = await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
-    except NotFoundError:
-        thread = None
-    if thread is not None and thread.turn_count >= len(expected):
-        tail = await store.list_turns(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            after_seq=thread.turn_count - len(expected),
-            limit=len(expected),
-        )
-        stored = [(t.role, t.content) for t in tail]
-        if stored == [(m["role"], m["content"]) for m in expected]:
-            return
-    await store.append(
-        tenant_id=tenant_id, thread_id=thread_id, messages=turns.earlier, user_id=user_id
-    )

@@ -32,6 +32,7 @@ __all__ = [
     "decode_facts",
     "encode_facts",
     "later",
+    "loads_item",
     "loads_message",
     "plan_append",
     "state_from_row",
@@ -56,6 +57,14 @@ def check_scope(tenant_id: object, thread_id: object) -> tuple[str, str]:
 def loads_message(text: str) -> Message:
     message: Message = json.loads(text)
     return message
+
+
+def loads_item(text: str | None) -> dict[str, Any] | None:
+    """A turn's original item, as it was given (None: the chat view is the original)."""
+    if text is None:
+        return None
+    item: dict[str, Any] = json.loads(text)
+    return item
 
 
 def encode_facts(facts: Sequence[Fact]) -> str:

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
-from ..messages import OpenUnit, check_id, dumps_message, normalize_messages, plan_units
+from ..messages import (
+    OpenUnit,
+    Origin,
+    PlannedTurn,
+    check_id,
+    dumps_message,
+    normalize_turns,
+    plan_units,
+)
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
@@ -28,6 +36,12 @@ THREAD_COLUMNS = (
 )
 """The thread row every query reads, in this order (the tail query too, as ``th.``...)."""
 _SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
+_TURN_COLUMNS = "seq, message, created_at, format, item"
+"""A turn as `_turn` reads it back."""
+_INSERT_TURN = (
+    "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
+    "item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 class SQLThreads:
@@ -66,7 +80,7 @@ class SQLThreads:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
             check_id("user_id", user_id)
-        clean = normalize_messages(messages)
+        clean, origins = normalize_turns(messages)
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
         async with self._dialect.write() as session:
@@ -90,12 +104,8 @@ class SQLThreads:
                 tokenizer_keys=_rows.tokenizers_of(row[6]),
             )
             await session.run_many(
-                "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp)
-                    for t, text in zip(prepared.turns, prepared.serialized, strict=True)
-                ],
+                _INSERT_TURN,
+                _turn_rows(pk, user_id, stamp, prepared.turns, prepared.serialized, origins),
             )
             if prepared.counts:
                 await session.run_many(
@@ -107,7 +117,16 @@ class SQLThreads:
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
                 (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
             )
-        return [Turn.from_message(t.message, seq=t.seq, created_at=now) for t in prepared.turns]
+        return [
+            Turn.from_message(
+                t.message,
+                seq=t.seq,
+                created_at=now,
+                format=origin.format,
+                item=_rows.loads_item(origin.item),
+            )
+            for t, origin in zip(prepared.turns, origins, strict=True)
+        ]
 
     async def pop_turns(self, *, tenant_id: str, thread_id: str) -> list[Turn]:
         """Removes the thread's newest unit (see `TurnStore.pop_turns`); the removed turns,
@@ -119,8 +138,7 @@ class SQLThreads:
             if not row[4]:
                 return []
             removed = await session.rows(
-                "SELECT seq, message, created_at FROM turns WHERE thread_pk = ? AND seq >= ? "
-                "ORDER BY seq",
+                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq >= ? ORDER BY seq",
                 (pk, last_unit_seq),
             )
             await self._cut(session, pk, kept=last_unit_seq - 1)
@@ -139,32 +157,29 @@ class SQLThreads:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
             check_id("user_id", user_id)
-        clean = normalize_messages(messages)
+        clean, origins = normalize_turns(messages)
         planned = plan_units(None, clean, first_seq=1)  # the whole thread must be valid
         texts = [dumps_message(turn.message) for turn in planned]
+        wanted = [(text, o.format, o.item) for text, o in zip(texts, origins, strict=True)]
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
         async with self._dialect.write() as session:
             row = await self._locked_or_new_thread(session, tenant_id, thread_id, user_id, stamp)
             pk = row[0]
             stored = await session.rows(
-                "SELECT message FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
+                "SELECT message, format, item FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
             )
             kept = 0
-            for (text,), new in zip(stored, texts, strict=False):
-                if text != new:
+            for old, new in zip(stored, wanted, strict=False):
+                if tuple(old) != new:
                     break
                 kept += 1
             await self._cut(session, pk, kept=kept)
             fresh = planned[kept:]
             if fresh:
                 await session.run_many(
-                    "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, "
-                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp)
-                        for t, text in zip(fresh, texts[kept:], strict=True)
-                    ],
+                    _INSERT_TURN,
+                    _turn_rows(pk, user_id, stamp, fresh, texts[kept:], origins[kept:]),
                 )
                 counts = _rows.counts_of(fresh, _rows.tokenizers_of(row[6]))
                 if counts:
@@ -179,8 +194,7 @@ class SQLThreads:
                     (planned[-1].seq, planned[-1].unit_seq, stamp, pk),
                 )
             rows = await session.rows(
-                "SELECT seq, message, created_at FROM turns WHERE thread_pk = ? ORDER BY seq",
-                (pk,),
+                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
             )
         return [self._turn(r) for r in rows]
 
@@ -267,9 +281,13 @@ class SQLThreads:
         )
 
     def _turn(self, row: Row) -> Turn:
-        seq, text, stamp = row
+        seq, text, stamp, format, item = row
         return Turn.from_message(
-            _rows.loads_message(text), seq=seq, created_at=self._dialect.moment(stamp)
+            _rows.loads_message(text),
+            seq=seq,
+            created_at=self._dialect.moment(stamp),
+            format=format,
+            item=_rows.loads_item(item),
         )
 
     async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
@@ -300,7 +318,7 @@ class SQLThreads:
         async with self._dialect.read() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id))[0]
             rows = await session.rows(
-                "SELECT seq, message, created_at FROM turns WHERE thread_pk = ? AND seq > ? "
+                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq > ? "
                 "ORDER BY seq LIMIT ?",
                 (pk, after_seq, limit),
             )
@@ -444,3 +462,18 @@ class SQLThreads:
             await session.run(
                 "DELETE FROM memory_leases WHERE thread_pk = ? AND owner = ?", (pk, owner)
             )
+
+
+def _turn_rows(
+    pk: int,
+    user_id: str | None,
+    stamp: object,
+    turns: Sequence[PlannedTurn],
+    texts: Sequence[str],
+    origins: Sequence[Origin],
+) -> list[tuple[object, ...]]:
+    """The rows of `_INSERT_TURN` for planned turns, their chat text and their origin."""
+    return [
+        (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp, o.format, o.item)
+        for t, text, o in zip(turns, texts, origins, strict=True)
+    ]

@@ -36,7 +36,7 @@ from ..schemas import (
 )
 from ..sse import StreamInfo, answer_events, first_piece
 from ..state import get_services
-from ..turns import plan_turns, store_earlier
+from ..turns import plan_turns
 from . import ERRORS
 
 __all__ = ["router"]
@@ -101,18 +101,15 @@ async def chat_completions(
         check_id("user", user_id)
     turns = plan_turns(body)
     profile, model = _profile_and_model(gateway, x_profile, body.model)
-    await store_earlier(
-        gateway.store, tenant_id=tenant, thread_id=thread_id, user_id=user_id, turns=turns
-    )
     headers = {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    message: Message = turns.last
+    messages: list[Message] = [*turns.earlier, turns.last]
     if body.stream:
         stream = gateway.ask_stream(
             tenant_id=tenant,
             thread_id=thread_id,
-            message=message,
+            messages=messages,
             user_id=user_id,
             profile=profile,
             system_prompt=turns.system_prompt,
@@ -136,7 +133,7 @@ async def chat_completions(
             gateway.ask(
                 tenant_id=tenant,
                 thread_id=thread_id,
-                message=message,
+                messages=messages,
                 user_id=user_id,
                 profile=profile,
                 system_prompt=turns.system_prompt,
