@@ -264,4 +264,7 @@ async def test_a_summary_update_whose_worker_dies_is_reported_and_the_next_one_s
         retried = await memory.update_summary(**update)  # type: ignore[arg-type]
         assert retried.outcome is UpdateOutcome.UPDATED, retried.detail
         assert (await memory.get_state(tenant_id="t1", thread_id="th1")).summary
-    assert [report.outcome for report in reports] == [UpdateOutcome.UPSTREAM_ERROR, UpdateOutcome.UPDATED]
+    assert [report.outcome for report in reports] == [
+        UpdateOutcome.UPSTREAM_ERROR,
+        UpdateOutcome.UPDATED,
+    ]
