@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 import workingmem as wm
 from workingmem.llm.testing import Reply
 
 GPT4O = wm.ModelInfo(id="gpt-4o", context_window=128_000)
 DEFAULT_PROFILE = wm.Profile(id="default")
+
+
+class DocumentOwner(TypedDict, total=False):
+    """Whose working-memory document it is, within a tenant (the scope picks which id counts)."""
+
+    conversation_id: str | None
+    user_id: str | None
+
+
+class DocumentIds(DocumentOwner):
+    """The ids `AgentMemory`'s methods take as keywords, so a test can pass them as ``**ids``."""
+
+    tenant_id: str
 
 
 def user(text: str) -> wm.Message:

@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import click
 import pytest
 import uvicorn
 from typer.main import get_command
@@ -23,7 +22,7 @@ from workingmem.stores import SQLiteStore
 runner = CliRunner()
 
 
-def _commands(group: click.Command | None = None, prefix: tuple[str, ...] = ()) -> list[str]:
+def _commands(group: object = None, prefix: tuple[str, ...] = ()) -> list[str]:
     """Every command path, groups included: ``keys``, ``keys create``, ..."""
     group = group or get_command(app)
     found: list[str] = []

@@ -162,10 +162,12 @@ def test_a_crash_of_the_model_worker_is_a_502_and_the_next_request_answers(
     settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
     with LiveServer(create_app(settings)) as live:
         local = _local_client(live)
-        local.on_dispatch = lambda pid: (
-            setattr(local, "on_dispatch", None),
-            os.kill(pid, signal.SIGSEGV),
-        )
+
+        def crash_once(pid: int) -> None:
+            local.on_dispatch = None
+            os.kill(pid, signal.SIGSEGV)
+
+        local.on_dispatch = crash_once
         client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
         with pytest.raises(openai.APIStatusError) as caught:
             client.chat.completions.create(

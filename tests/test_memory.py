@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
+from typing import Any
+
 import pytest
 
 import workingmem as wm
@@ -256,6 +259,7 @@ async def test_unknown_or_foreign_thread_is_not_found(
     mem = memory(store)
     messages = []
     for tenant_id, thread_id in ((tenant + "-other", "th"), (tenant, "missing")):
+        call: Coroutine[Any, Any, object]
         if method == "load":
             call = load(mem, tenant_id, thread_id=thread_id)
         elif method == "get_state":

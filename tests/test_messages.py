@@ -170,7 +170,7 @@ def test_malformed_messages_name_the_field(message: Any, field: str, reason: str
 
 def test_sdk_dumps_with_null_extras_are_accepted() -> None:
     """An assistant message dumped from the OpenAI SDK carries empty extras: they are dropped."""
-    dumped = {
+    dumped: dict[str, object] = {
         "role": "assistant",
         "content": "hi",
         "refusal": None,

@@ -11,6 +11,7 @@ import pytest
 
 import workingmem as wm
 from tests.conftest import BACKENDS, open_backend
+from tests.helpers import DocumentIds
 from workingmem.agent_memory import AgentMemory, AgentMemoryConfig
 from workingmem.stores.documents import DocumentStore
 
@@ -65,7 +66,7 @@ async def test_two_writers_of_one_version_one_wins_the_other_gets_a_conflict_to_
     """With expected_version, a lost race is a ConflictError; re-reading and retrying works."""
     config = AgentMemoryConfig()
     first, second = (AgentMemory(store=s, config=config) for s in two_stores)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await first.update_working_memory(**ids, content="base")
     seen = await first.get_working_memory_document(**ids)
     results = await asyncio.gather(
@@ -91,7 +92,7 @@ async def test_racing_whole_replacements_keep_every_version_in_the_history(
     """Without expected_version a replacement is the last writer's; the other stays findable."""
     config = AgentMemoryConfig(template="# Notes\n-\n")
     first, second = (AgentMemory(store=s, config=config) for s in two_stores)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await asyncio.gather(
         first.update_working_memory(**ids, content="# Notes\n- from A\n"),
         second.update_working_memory(**ids, content="# Notes\n- from B\n"),

@@ -26,7 +26,7 @@ class _NoStore:
 
 
 def memory(config: AgentMemoryConfig) -> AgentMemory:
-    store: DocumentStore = _NoStore()  # type: ignore[assignment]
+    store: DocumentStore = _NoStore()
     return AgentMemory(store=store, config=config)
 
 
@@ -64,7 +64,7 @@ def test_a_pydantic_schema_makes_a_json_memory_with_its_json_schema() -> None:
 
 def test_the_schema_getter_returns_a_copy() -> None:
     """Changing what the getter returned changes nothing in the memory."""
-    raw = {"type": "object", "properties": {"tasks": {"type": "array"}}}
+    raw: dict[str, Any] = {"type": "object", "properties": {"tasks": {"type": "array"}}}
     agent = memory(AgentMemoryConfig(schema=raw))
     got = agent.get_working_memory_schema()
     assert got == raw

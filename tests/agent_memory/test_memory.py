@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 import workingmem as wm
+from tests.helpers import DocumentIds, DocumentOwner
 from workingmem.agent_memory import AgentMemory, AgentMemoryConfig
 from workingmem.stores.documents import DocumentStore
 
@@ -67,7 +68,7 @@ async def test_each_mode_in_each_scope_stores_gets_updates_and_clears(
 ) -> None:
     """get is None until written; updates are stored in the mode's form; clear empties it."""
     memory = agent(store, scope=scope, **MODES[mode])
-    ids = {"tenant_id": tenant, "conversation_id": "c1", "user_id": "u1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1", "user_id": "u1"}
     assert await memory.get_working_memory(**ids) is None
     first = await memory.update_working_memory(**ids, content=FIRST[mode])
     assert first.changed
@@ -140,7 +141,7 @@ async def test_a_user_id_equal_to_a_conversation_id_names_another_document(
     ],
 )
 async def test_a_missing_id_is_an_error_naming_it_never_a_shared_document(
-    store: wm.ThreadStore, tenant: str, scope: str, given: dict[str, str], missing: str
+    store: wm.ThreadStore, tenant: str, scope: str, given: DocumentOwner, missing: str
 ) -> None:
     memory = agent(store, scope=scope)
     for call in (
@@ -178,7 +179,7 @@ async def test_text_over_the_cap_is_refused_with_the_size_and_the_limit_changing
     store: wm.ThreadStore, tenant: str, mode: str
 ) -> None:
     memory = agent(store, max_chars=40, **MODES[mode])
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await memory.update_working_memory(**ids, content="kept")
     with pytest.raises(wm.ValidationError) as caught:
         await memory.update_working_memory(**ids, content="x" * 41)
@@ -192,7 +193,7 @@ async def test_text_modes_refuse_blank_or_non_text_content(
 ) -> None:
     """An empty update is not a way to clear: it is refused and the document stays."""
     memory = agent(store, template=TEMPLATE)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await memory.update_working_memory(**ids, content="# Profile\n- Name: Ada\n")
     with pytest.raises(wm.ValidationError):
         await memory.update_working_memory(**ids, content=content)
@@ -201,7 +202,7 @@ async def test_text_modes_refuse_blank_or_non_text_content(
 
 async def test_invalid_schema_content_changes_nothing(store: wm.ThreadStore, tenant: str) -> None:
     memory = agent(store, schema=Notes)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await memory.update_working_memory(**ids, content={"tasks": ["a"]})
     with pytest.raises(wm.ValidationError) as caught:
         await memory.update_working_memory(**ids, content={"tasks": "b"})
@@ -215,7 +216,7 @@ async def test_an_update_that_changes_nothing_writes_no_version(
     store: wm.ThreadStore, tenant: str
 ) -> None:
     memory = agent(store, schema=Notes)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await memory.update_working_memory(**ids, content={"tasks": ["a"]})
     again = await memory.update_working_memory(**ids, content={"tasks": None, "name": None})
     assert not again.changed
@@ -228,7 +229,7 @@ async def test_every_version_is_kept_and_one_can_be_rolled_back(
 ) -> None:
     """History lists versions newest first with their reason; a roll back is a new version."""
     memory = agent(store, scope="user")
-    ids = {"tenant_id": tenant, "user_id": "u1"}
+    ids: DocumentIds = {"tenant_id": tenant, "user_id": "u1"}
     for text in ("one", "two", "three"):
         await memory.update_working_memory(**ids, content=text)
     await memory.clear_working_memory(**ids)
@@ -250,7 +251,7 @@ async def test_a_roll_back_is_checked_against_todays_mode(
     store: wm.ThreadStore, tenant: str
 ) -> None:
     """A version written under a bigger cap cannot come back past today's cap."""
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await agent(store).update_working_memory(**ids, content="x" * 50)
     await agent(store).update_working_memory(**ids, content="short")
     with pytest.raises(wm.ValidationError):
@@ -262,7 +263,7 @@ async def test_the_history_keeps_only_the_newest_versions(
     store: wm.ThreadStore, tenant: str
 ) -> None:
     memory = agent(store, keep_versions=3)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     for i in range(1, 7):
         await memory.update_working_memory(**ids, content=f"v{i}")
     history = await memory.get_working_memory_history(**ids)
@@ -273,7 +274,7 @@ async def test_clear_with_erase_history_forgets_every_version(
     store: wm.ThreadStore, tenant: str
 ) -> None:
     memory = agent(store)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await memory.update_working_memory(**ids, content="secret")
     await memory.clear_working_memory(**ids, erase_history=True)
     assert await memory.get_working_memory(**ids) is None
@@ -284,7 +285,7 @@ async def test_clear_with_erase_history_forgets_every_version(
 
 async def test_clearing_an_empty_memory_writes_nothing(store: wm.ThreadStore, tenant: str) -> None:
     memory = agent(store)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await memory.clear_working_memory(**ids)
     assert await memory.get_working_memory_history(**ids) == []
 
@@ -293,7 +294,7 @@ async def test_an_explicit_expected_version_is_a_compare_and_set(
     store: wm.ThreadStore, tenant: str
 ) -> None:
     memory = agent(store, schema=Notes)
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     seen = await memory.get_working_memory_document(**ids)
     assert seen.version == 0
     await memory.update_working_memory(**ids, content={"tasks": ["a"]}, expected_version=0)
@@ -305,7 +306,7 @@ async def test_an_explicit_expected_version_is_a_compare_and_set(
 async def test_a_disabled_memory_reads_nothing_refuses_updates_and_still_clears(
     store: wm.ThreadStore, tenant: str
 ) -> None:
-    ids = {"tenant_id": tenant, "conversation_id": "c1"}
+    ids: DocumentIds = {"tenant_id": tenant, "conversation_id": "c1"}
     await agent(store).update_working_memory(**ids, content="stored while enabled")
     off = agent(store, enabled=False)
     assert await off.get_working_memory(**ids) is None

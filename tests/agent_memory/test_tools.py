@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import workingmem as wm
+from tests.helpers import DocumentIds
 from workingmem.agent_memory import TOOL_NAMES, AgentMemory, AgentMemoryConfig
 from workingmem.stores.documents import DocumentStore
 
@@ -239,7 +240,7 @@ async def test_get_and_clear_take_no_arguments_and_ignore_extra_keys(
     store: wm.ThreadStore, tenant: str, arguments: object
 ) -> None:
     memory = agent(store, scope="user")
-    other = {"tenant_id": tenant, "user_id": "u2"}
+    other: DocumentIds = {"tenant_id": tenant, "user_id": "u2"}
     await memory.update_working_memory(**other, content="u2's notes")
     await run(memory, "update_working_memory", {"content": "u1's notes"}, tenant)
     assert await run(memory, "get_working_memory", arguments, tenant) == "u1's notes"

@@ -380,7 +380,7 @@ async def test_any_client_can_be_guarded() -> None:
     inner = NamedClient()
     guard = TokenBudgetGuard(default_budget=10)
 
-    completion = await GuardedClient(inner, guard=guard).complete(  # type: ignore[arg-type]
+    completion = await GuardedClient(inner, guard=guard).complete(
         model="m", messages=HELLO, meta=meta()
     )
 

@@ -31,7 +31,7 @@ class Dispatches:
 
     def __init__(self) -> None:
         self.pids: list[int] = []
-        self.next_action: Callable[[int], None] | None = None
+        self.next_action: Callable[[int], object] | None = None
         self._seen = threading.Semaphore(0)
 
     def __call__(self, pid: int) -> None:  # on the client's driver thread

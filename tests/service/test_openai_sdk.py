@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import openai
@@ -15,6 +15,8 @@ from workingmem.llm.testing import Reply, ScriptedUpstream, StatusError
 
 from .conftest import TEMPLATE
 from .live import LiveServer, create_key, revoke_key
+
+T = TypeVar("T")
 
 
 def sdk(live: LiveServer, key: str, thread_id: str | None = "th") -> openai.OpenAI:
@@ -35,7 +37,7 @@ def answers(upstream: ScriptedUpstream) -> list[dict[str, Any]]:
     return [r for r in upstream.requests if "response_format" not in r]
 
 
-def until(check: Callable[[], Any], seconds: float = 10.0) -> Any:
+def until(check: Callable[[], T], seconds: float = 10.0) -> T:
     """Polls `check` until it returns something truthy (the background update is async)."""
     deadline = time.monotonic() + seconds
     while True:

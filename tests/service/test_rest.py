@@ -243,7 +243,7 @@ async def test_a_malformed_request_is_a_4xx_with_a_reason(
 
 async def test_a_thread_id_may_hold_slashes_and_unicode(api: httpx.AsyncClient) -> None:
     thread = "org/42/été ✓"
-    response = await api.post(CHAT, headers={"X-Thread-Id": thread.encode()}, json=HI)  # type: ignore[dict-item]
+    response = await api.post(CHAT, headers={b"X-Thread-Id": thread.encode()}, json=HI)
     assert response.status_code == 200, response.text
     assert response.headers["x-thread-id"] == thread
     memory = await api.get(f"/v1/threads/{httpx.URL(thread)}/memory")

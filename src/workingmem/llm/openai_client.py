@@ -15,6 +15,9 @@ usage. A server that rejects the field (a 400 or 422 whose message names ``strea
 gets the same request once more without it, and this client stops asking: its streams then end
 with ``Usage(0, 0)``. Once the answer has begun nothing is retried: a failure mid-stream is an
 `LLMError` (the text already yielded cannot be taken back).
+
+The SDK is imported when a client is made, not with this module: it takes longer to import
+than the rest of `workingmem`, and a host on the local model or its own client never needs it.
 """
 
 from __future__ import annotations
@@ -23,15 +26,16 @@ import os
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, cast
-
-import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import ValidationError
 from ..types import Message
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 __all__ = ["NO_API_KEY", "OpenAIClient"]
 
@@ -40,9 +44,6 @@ NO_API_KEY = "no-key"
 
 _MESSAGE_CHARS = 300
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
-_SDK_ERRORS = (openai.APIError, ValueError)
-"""What the SDK raises for a failed call: its own tree, and ValueError for a body it cannot
-parse (JSON errors, pydantic's validation errors)."""
 _SHAPE_ERRORS = (AttributeError, TypeError, IndexError, KeyError, ValueError)
 """What reading a well-parsed answer of the wrong shape raises: the SDK does not validate."""
 
@@ -81,6 +82,8 @@ class OpenAIClient:
                 "max_tokens_param",
                 f"must be 'max_tokens' or 'max_completion_tokens', got {max_tokens_param!r}",
             )
+        import openai  # here, not at module level: see the module docstring
+
         self._owns_client = client is None
         if client is None:
             client = openai.AsyncOpenAI(
@@ -101,6 +104,9 @@ class OpenAIClient:
         self._max_tokens_param = max_tokens_param
         self._include_usage = True
         """False once the upstream rejected ``stream_options``: streams stop asking for usage."""
+        self._sdk_errors: tuple[type[Exception], ...] = (openai.APIError, ValueError)
+        """What the SDK raises for a failed call: its own tree, and ValueError for a body it
+        cannot parse (JSON errors, pydantic's validation errors)."""
 
     @property
     def base_url(self) -> str:
@@ -110,6 +116,8 @@ class OpenAIClient:
     def _error(self, exc: Exception, *, midstream: bool = False) -> LLMError:
         """`_llm_error`, saying which host could not be reached and, when nothing was
         configured, what to set."""
+        import openai
+
         error = _llm_error(exc, midstream=midstream)
         if not isinstance(exc, openai.APIConnectionError) or midstream:
             return error
@@ -140,7 +148,7 @@ class OpenAIClient:
             response = await self._client.chat.completions.create(
                 model=model, **_as_body(messages), **options
             )
-        except _SDK_ERRORS as exc:
+        except self._sdk_errors as exc:
             raise self._error(exc) from exc
         try:
             return _completion(response, model)
@@ -174,7 +182,7 @@ class OpenAIClient:
                     chunk = await anext(chunks)
                 except StopAsyncIteration:
                     break
-                except _SDK_ERRORS as exc:
+                except self._sdk_errors as exc:
                     raise self._error(exc, midstream=True) from exc
                 try:
                     text = answer.add(chunk)
@@ -197,13 +205,13 @@ class OpenAIClient:
                 return await self._create_stream(
                     model, messages, {**options, "stream_options": {"include_usage": True}}
                 )
-            except _SDK_ERRORS as exc:
+            except self._sdk_errors as exc:
                 if not _rejects_stream_options(exc):
                     raise self._error(exc) from exc
             self._include_usage = False  # this server does not know the field
         try:
             return await self._create_stream(model, messages, options)
-        except _SDK_ERRORS as exc:
+        except self._sdk_errors as exc:
             raise self._error(exc) from exc
 
     async def _create_stream(
@@ -249,6 +257,8 @@ class OpenAIClient:
 
 def _completion(response: object, model: str) -> Completion:
     """The SDK's ChatCompletion as our `Completion`; anything else is an `LLMError`."""
+    from openai.types.chat import ChatCompletion
+
     if not isinstance(response, ChatCompletion):
         raise LLMError(f"the upstream answered with no chat completion: {_short(str(response))}")
     if not response.choices:
@@ -363,6 +373,8 @@ class _StreamedAnswer:
 
 def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
     """The SDK's failure as an `LLMError`: status, retryability and a short message."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return LLMError("the upstream timed out", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
@@ -385,6 +397,8 @@ def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
 
 def _rejects_stream_options(exc: Exception) -> bool:
     """A server that does not know ``stream_options`` says so with a 400 (or a 422)."""
+    import openai
+
     return (
         isinstance(exc, openai.APIStatusError)
         and exc.status_code in (400, 422)
@@ -409,6 +423,8 @@ def _error_message(exc: openai.APIStatusError) -> str:
 
 def _cause(exc: BaseException) -> str:
     """The root of a failure in a few words: ``RemoteProtocolError: Server disconnected``."""
+    import openai
+
     cause = exc.__cause__ if isinstance(exc, openai.APIError) else exc
     if cause is None:
         return _short(str(exc))
