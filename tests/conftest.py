@@ -37,14 +37,14 @@ def postgres_url() -> str:
     )
 
 
-async def open_backend(backend: str, tmp_path: Path) -> wm.ThreadStore:
+async def open_backend(backend: str, tmp_path: Path) -> wm.Store:
     if backend == "sqlite":
         return await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}")
     return await wm.open_store(postgres_url())
 
 
 @pytest.fixture(params=BACKENDS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[wm.ThreadStore]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[wm.Store]:
     """A real store: a SQLite file, or the PostgreSQL server the test run started."""
     opened = await open_backend(request.param, tmp_path)
     try:

@@ -64,7 +64,7 @@ async def client(upstream: ScriptedUpstream) -> AsyncIterator[OpenAIClient]:
 
 
 @pytest.fixture
-async def gateway(store: wm.ThreadStore, client: OpenAIClient) -> AsyncIterator[Gateway]:
+async def gateway(store: wm.Store, client: OpenAIClient) -> AsyncIterator[Gateway]:
     async with Gateway(store=store, llm=client, config=CONFIG) as gw:
         yield gw
 
@@ -126,7 +126,7 @@ async def test_the_window_stays_within_the_model_window_on_a_long_thread(
 
 
 async def test_working_memory_tools_are_offered_run_and_stored(
-    store: wm.ThreadStore, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+    store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
 ) -> None:
     """The model updates its working memory through a tool; the call and its result are
     stored as turns; the next request's system prompt carries the new content."""
@@ -189,7 +189,7 @@ class GreedyMemory:
 
 
 async def test_a_host_override_is_used_and_trimmed_with_a_warning(
-    store: wm.ThreadStore, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+    store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
 ) -> None:
     """R18 + R17: the host's memory answers load; what it returns over the budget is trimmed
     oldest unit first, with a turns_trimmed warning."""
@@ -232,7 +232,7 @@ async def test_an_upstream_failure_keeps_the_user_turn_and_a_retry_answers_it(
 
 
 async def test_a_reviewed_answer_is_stored_and_the_update_reads_it_from_the_store(
-    store: wm.ThreadStore, client: OpenAIClient, tenant: str
+    store: wm.Store, client: OpenAIClient, tenant: str
 ) -> None:
     greedy = GreedyMemory(store)
     async with Gateway(
@@ -320,7 +320,7 @@ async def test_thread_memory_shows_state_versions_and_window(gateway: Gateway, t
 
 
 async def test_profiles_pick_the_model_prompt_and_strategy(
-    store: wm.ThreadStore, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+    store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
 ) -> None:
     profile = wm.Profile(
         id="terse",
@@ -402,3 +402,17 @@ async def test_ask_needs_one_user_turn_to_answer(
     assert caught.value.field == field
     with pytest.raises(wm.NotFoundError):
         await gateway.store.get_thread(tenant_id=tenant, thread_id="th")  # nothing stored
+
+
+async def test_a_gateway_without_a_model_reads_and_forgets_but_does_not_answer(
+    store: wm.Store, tenant: str
+) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hi"), assistant("yo")])
+    async with Gateway(store=store) as gateway:
+        memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
+        assert memory.thread.turn_count == 2
+        await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th")
+        with pytest.raises(wm.ValidationError) as caught:
+            await gateway.ask(tenant_id=tenant, thread_id="th", message="hello?")
+        assert caught.value.field == "llm"
+    assert len(await store.list_turns(tenant_id=tenant, thread_id="th")) == 2  # nothing stored

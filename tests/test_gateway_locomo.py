@@ -341,7 +341,7 @@ async def ask(gateway: Gateway, tenant: str, question: str) -> AskResult:
     return await gateway.ask(tenant_id=tenant, thread_id=THREAD, user_id="u", message=question)
 
 
-async def stored_turns(store: wm.ThreadStore, tenant: str) -> list[wm.Turn]:
+async def stored_turns(store: wm.Store, tenant: str) -> list[wm.Turn]:
     turns: list[wm.Turn] = []
     while page := await store.list_turns(
         tenant_id=tenant, thread_id=THREAD, after_seq=len(turns), limit=100
@@ -350,7 +350,7 @@ async def stored_turns(store: wm.ThreadStore, tenant: str) -> list[wm.Turn]:
     return turns
 
 
-async def assert_stored_as_sent(store: wm.ThreadStore, tenant: str, run: Replay) -> None:
+async def assert_stored_as_sent(store: wm.Store, tenant: str, run: Replay) -> None:
     """Every question and answer (and tool round) stored once, in order, nothing else."""
     turns = await stored_turns(store, tenant)
     assert [t.seq for t in turns] == list(range(1, len(run.transcript) + 1))
@@ -363,7 +363,7 @@ async def assert_stored_as_sent(store: wm.ThreadStore, tenant: str, run: Replay)
 
 
 async def test_a_locomo_replay_keeps_every_request_valid_and_within_the_window(
-    store: wm.ThreadStore,
+    store: wm.Store,
     client: OpenAIClient,
     upstream: ScriptedUpstream,
     script: Script,
@@ -387,7 +387,7 @@ async def test_a_locomo_replay_keeps_every_request_valid_and_within_the_window(
 
 
 async def test_a_locomo_replay_with_agent_working_memory_stores_tool_rounds_whole(
-    store: wm.ThreadStore,
+    store: wm.Store,
     client: OpenAIClient,
     upstream: ScriptedUpstream,
     script: Script,

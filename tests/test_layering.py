@@ -1,6 +1,6 @@
 """Imports flow one way: the layers drawn in the style guide, checked on every module's source.
 
-types, errors         the bottom: import nothing of the package
+errors, types         the bottom: errors import nothing of the package, types only errors
 strategies, tokens,   pure: only types, errors and themselves; no driver, SDK or web stack
 messages
 stores, llm           I/O: never the layers that combine them, nor each other
@@ -118,11 +118,20 @@ def pure(package: str) -> Rule:
 RULES = [
     pytest.param(
         Rule(
-            why="types and errors are the bottom layer: they import nothing of the package",
-            importers=("workingmem.types", "workingmem.errors"),
+            why="errors are the bottom layer: they import nothing of the package",
+            importers=("workingmem.errors",),
             forbidden=("workingmem",),
         ),
-        id="types-and-errors-are-the-bottom",
+        id="errors-are-the-bottom",
+    ),
+    pytest.param(
+        Rule(
+            why="types sit on the errors alone: settings raise the library's ValidationError",
+            importers=("workingmem.types",),
+            forbidden=("workingmem",),
+            allowed=("workingmem.errors", "workingmem.types"),
+        ),
+        id="types-import-only-errors",
     ),
     pytest.param(pure("workingmem.strategies"), id="strategies-are-pure"),
     pytest.param(pure("workingmem.tokens"), id="tokens-are-pure"),
@@ -189,7 +198,7 @@ def test_the_scan_sees_every_kind_of_import() -> None:
     plain, from-relative (also ``..``), and the names a from-import takes."""
     imports = {module: {name for name, _ in names} for module, names in package_imports().items()}
     assert "typer" in imports["workingmem.cli"]
-    assert "workingmem.stores.base" in imports["workingmem.stores.sqlite"]
+    assert "workingmem.stores.sql.SQLStore" in imports["workingmem.stores.sqlite"]  # from .sql
     assert "workingmem.types.Turn" in imports["workingmem.messages"]
     assert "workingmem.__version__" in imports["workingmem.service.app"]
     assert {"workingmem.types", "workingmem.errors", "workingmem.strategies"} <= set(imports)

@@ -35,7 +35,6 @@ from . import (
     AgentMemoryConfig,
     Gateway,
     GatewayConfig,
-    OpenAIClient,
     WorkingMemoryError,
     open_store,
 )
@@ -628,9 +627,9 @@ async def _show(
 ) -> tuple[ThreadMemory, list[Turn]]:
     from .embedded import default_gateway_config
 
-    async with await open_store(db) as store, OpenAIClient(api_key="unused") as llm:
-        # Reads only (no model is called), sized with the settings serve would use.
-        gateway = Gateway(store=store, llm=llm, config=default_gateway_config())
+    async with await open_store(db) as store:
+        # Reads only (no model client), sized with the settings serve would use.
+        gateway = Gateway(store=store, config=default_gateway_config())
         memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id=thread_id)
         turns: list[Turn] = []
         if count:
@@ -664,9 +663,9 @@ def threads_forget(
 
 
 async def _forget(db: str | None, tenant: str, thread_id: str, working_memory: bool) -> None:
-    async with await open_store(db) as store, OpenAIClient(api_key="unused") as llm:
+    async with await open_store(db) as store:
         agent = AgentMemoryConfig() if working_memory else None  # conversation scope
-        gateway = Gateway(store=store, llm=llm, agent_memory=agent)
+        gateway = Gateway(store=store, agent_memory=agent)  # forgets: no model client
         await gateway.reset_thread_memory(
             tenant_id=tenant, thread_id=thread_id, working_memory=working_memory
         )

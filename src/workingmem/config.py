@@ -8,9 +8,9 @@ Both are frozen and validated when built, so a bad setting fails at start-up, no
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from .types import Strategy
+from .types import Settings, Strategy
 
 __all__ = ["DISABLED_WINDOW_TURNS", "Profile", "WorkingMemoryConfig"]
 
@@ -18,7 +18,7 @@ DISABLED_WINDOW_TURNS = 20
 """With memory switched off, load gives at most this many of the newest turns (R2)."""
 
 
-class WorkingMemoryConfig(BaseModel):
+class WorkingMemoryConfig(Settings):
     """How the built-in WorkingMemory behaves.
 
     Defaults: enabled; the strategy unset, which resolves to SUMMARY_BUFFER (R1); history gets
@@ -62,7 +62,7 @@ class WorkingMemoryConfig(BaseModel):
         return self
 
 
-class Profile(BaseModel):
+class Profile(Settings):
     """The profile a call runs under: who the assistant is and how it remembers.
 
     `working_memory` overrides the memory's strategy for this profile (R1): a `Strategy`, or a

@@ -5,15 +5,21 @@
     except wm.NotFoundError:
         ...  # unknown thread, or another tenant's: the same answer
 
-The tree::
+The tree (the README copies it; a test checks the two match)::
 
-    WorkingMemoryError                 every error of this library
-    ├── ValidationError                the caller's input is wrong; nothing was stored
-    ├── NotFoundError                  no such thread (or not this tenant's)
-    ├── ConflictError                  a compare-and-set lost the race; read again and retry
-    ├── ContextOverflowError           the current turn alone does not fit the budget
-    └── StoreError                     the database failed (the driver's error is the cause)
+    WorkingMemoryError
+    ├── ValidationError        bad input; nothing stored (.field, .reason)          HTTP 400
+    ├── NotFoundError          no such thread for this tenant (another tenant's too) HTTP 404
+    ├── ConflictError          a compare-and-set lost; read again and retry          HTTP 409
+    ├── ContextOverflowError   the current turn alone exceeds the budget             HTTP 400
+    ├── LLMError               the upstream failed after retries (.status_code)      its status
+    ├── UsageRefusedError      the usage guard refused a model call                  HTTP 429
+    ├── InvalidOutputError     the cheap model's update is not valid (Summarizer)    never: reported
+    └── StoreError             the database failed                                   HTTP 503
 
+`LLMError` and `UsageRefusedError` live with the model client (`workingmem.llm`),
+`InvalidOutputError` with the `Summarizer` (an update reports it, never raises it), the others
+here; all are exported by ``workingmem``. The HTTP column is what the service answers.
 Caller mistakes (`ValidationError`, `NotFoundError`) are kept apart from runtime failures
 (`StoreError`), so a service maps the first to a 4xx and the second to a 5xx.
 """

@@ -148,7 +148,7 @@ class Gateway:
         self,
         *,
         store: Store,
-        llm: LLMClient,
+        llm: LLMClient | None = None,
         config: GatewayConfig | None = None,
         profiles: Sequence[Profile] = (),
         agent_memory: AgentMemory | AgentMemoryConfig | None = None,
@@ -161,7 +161,8 @@ class Gateway:
         """
         Args:
             store: threads, states and working-memory documents.
-            llm: the upstream, for answers and (as the cheap model) for helper calls.
+            llm: the upstream, for answers and (as the cheap model) for helper calls. None: a
+                gateway that reads and forgets memory only (`ask` is a ValidationError).
             config: platform defaults; profiles override them.
             profiles: the profiles served; ``default`` always exists.
             agent_memory: the agent-editable working memory (spec 003), or its configuration.
@@ -174,7 +175,8 @@ class Gateway:
         self.store = store
         self.config = config or GatewayConfig()
         self.profiles = Profiles(profiles)
-        self.llm = GuardedClient(llm, guard=guard)
+        self._answers = llm is not None
+        self.llm = GuardedClient(llm or _NoModel(), guard=guard)
         overridden = overrides.working_memory if overrides else None
         self.memory: WorkingMemoryProtocol = overridden or WorkingMemory(
             store=store,
@@ -301,6 +303,7 @@ class Gateway:
         system_prompt: str | None,
         model: str | None,
     ) -> _Run:
+        self._require_model()
         resolved = self.profiles.get(profile)
         request = _request_turns(message, messages)
         model_id = self.config.answering_model(model, resolved.model_id)
@@ -319,6 +322,14 @@ class Gateway:
                 tenant_id=tenant_id, thread_id=thread_id, messages=new, user_id=user_id
             )
         return run
+
+    def _require_model(self) -> None:
+        if not self._answers:
+            raise ValidationError(
+                "llm",
+                "this gateway has no model client: pass llm= to answer (reading and "
+                "forgetting memory need none)",
+            )
 
     async def _new_turns(
         self,
@@ -564,6 +575,7 @@ class Gateway:
     ) -> str:
         """A standalone search query for a knowledge base, from the latest user turn and the
         thread's facts (R19); the user's text unchanged when there are no facts."""
+        self._require_model()
         resolved = self.profiles.get(profile)
         return await self.rewriter.rewrite(
             tenant_id=tenant_id,
@@ -579,6 +591,14 @@ def _finish_reason(completion: Completion | None) -> str:
     in the last round) still ended the answer with its text: "stop"."""
     reason = completion.finish_reason if completion is not None else None
     return reason if reason and reason != "tool_calls" else "stop"
+
+
+class _NoModel:
+    """The model client of a gateway made without one; `Gateway._require_model` keeps every
+    call from reaching it."""
+
+    async def complete(self, **_: Any) -> Completion:  # pragma: no cover - never called
+        raise ValidationError("llm", "this gateway has no model client")
 
 
 def _user_message(message: str | Message) -> Message:

@@ -13,20 +13,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from .config import Profile, WorkingMemoryConfig
 from .context import DEFAULT_SYSTEM_PROMPT
 from .errors import ValidationError
 from .memory import WorkingMemoryProtocol
-from .types import ModelInfo
+from .types import ModelInfo, Settings
 
 __all__ = ["DEFAULT_PROFILE_ID", "GatewayConfig", "Overrides", "Profiles"]
 
 DEFAULT_PROFILE_ID = "default"
 
 
-class GatewayConfig(BaseModel):
+class GatewayConfig(Settings):
     """Platform defaults for every profile.
 
     Defaults: answering and cheap model ``gpt-4o-mini``; a model not listed in `models` gets

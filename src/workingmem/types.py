@@ -16,6 +16,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import ValidationError
 
 __all__ = [
     "CHAT_FORMAT",
@@ -25,6 +28,7 @@ __all__ = [
     "ModelInfo",
     "NativeItem",
     "Role",
+    "Settings",
     "Strategy",
     "Thread",
     "ToolCall",
@@ -195,7 +199,21 @@ class Thread:
     updated_at: datetime
 
 
-class ModelInfo(BaseModel):
+class Settings(BaseModel):
+    """The base of the library's settings: a value they refuse raises `ValidationError`
+    (naming the field), like every other misuse, not pydantic's own error."""
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            field = ".".join(str(part) for part in error["loc"]) or type(self).__name__
+            reason = str(error["msg"]).removeprefix("Value error, ")
+            raise ValidationError(field, reason) from exc
+
+
+class ModelInfo(Settings):
     """The model a request is built for: its window and how it counts tokens.
 
     Defaults: `max_output_tokens` 4,096 (what the assembler reserves for the answer);

@@ -22,7 +22,7 @@ MAX_BODY = 64 * 1024
 
 
 async def rest_client(
-    store: wm.ThreadStore,
+    store: wm.Store,
     upstream: ScriptedUpstream,
     tenant: str,
     agent_memory: wm.AgentMemoryConfig | None,
@@ -44,7 +44,7 @@ async def rest_client(
 
 @pytest.fixture
 async def api(
-    store: wm.ThreadStore, upstream: ScriptedUpstream, tenant: str
+    store: wm.Store, upstream: ScriptedUpstream, tenant: str
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A server whose working memory is per conversation, with a template."""
     async for client in rest_client(
@@ -98,7 +98,7 @@ async def test_the_user_endpoints_say_the_scope_is_per_conversation(
 
 
 async def test_a_users_working_memory_when_the_scope_is_user(
-    store: wm.ThreadStore, upstream: ScriptedUpstream, tenant: str
+    store: wm.Store, upstream: ScriptedUpstream, tenant: str
 ) -> None:
     config = wm.AgentMemoryConfig(scope="user")
     async for api in rest_client(store, upstream, tenant, config):
@@ -119,7 +119,7 @@ async def test_a_users_working_memory_when_the_scope_is_user(
 
 
 async def test_working_memory_endpoints_are_404_when_none_is_configured(
-    store: wm.ThreadStore, upstream: ScriptedUpstream, tenant: str
+    store: wm.Store, upstream: ScriptedUpstream, tenant: str
 ) -> None:
     async for api in rest_client(store, upstream, tenant, None):
         for path in ("/v1/threads/th/working-memory", "/v1/users/u/working-memory"):

@@ -12,6 +12,7 @@ import pytest
 import workingmem as wm
 from tests.helpers import assistant, tool, user
 from workingmem.stores.base import StateWrite
+from workingmem.stores.documents import Scope
 
 pytestmark = pytest.mark.asyncio
 
@@ -192,7 +193,8 @@ async def test_replace_with_nothing_clears_and_creates(store: wm.Store, tenant: 
 async def test_delete_removes_every_trace(store: wm.Store, tenant: str) -> None:
     await store.append(tenant_id=tenant, thread_id="th", messages=[user("1"), assistant("2")])
     await _summarize(store, tenant, 2, "both")
-    for scope, owner in (("conversation", "th"), ("user", "u1")):
+    owners: list[tuple[Scope, str]] = [("conversation", "th"), ("user", "u1")]
+    for scope, owner in owners:
         await store.put_document(
             tenant_id=tenant, scope=scope, owner_id=owner, content="notes", expected_version=0
         )
