@@ -416,3 +416,22 @@ async def test_a_gateway_without_a_model_reads_and_forgets_but_does_not_answer(
             await gateway.ask(tenant_id=tenant, thread_id="th", message="hello?")
         assert caught.value.field == "llm"
     assert len(await store.list_turns(tenant_id=tenant, thread_id="th")) == 2  # nothing stored
+
+
+async def test_the_memory_page_sizes_the_window_as_a_real_request_does(
+    store: wm.Store, client: OpenAIClient, tenant: str
+) -> None:
+    """One plan per call: the thread's memory is measured with the platform's system prompt
+    and output reserve, exactly as the request that was sent."""
+    config = GatewayConfig(
+        default_model="answer-model",
+        models={"answer-model": MODEL},
+        system_prompt="You are the trip planner of a travel agency. " * 40 + "\n{memory}",
+    )
+    async with Gateway(store=store, llm=client, config=config) as gateway:
+        result = await gateway.ask(tenant_id=tenant, thread_id="th", message="Hi there")
+        memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
+    assert memory.budget_tokens == result.context.budget_tokens
+    plan = gateway.plan()
+    assert plan.system_prompt == config.system_prompt
+    assert plan.output_reserve_tokens == MODEL.max_output_tokens

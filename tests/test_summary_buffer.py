@@ -457,3 +457,35 @@ async def test_every_helper_call_carries_its_meta_to_the_guard(
     assert [(m.tenant_id, m.thread_id, m.user_id, m.kind, m.model) for m in seen] == [
         (tenant, "th", "u", wm.CallKind.MEMORY_WORKING, CHEAP)
     ]
+
+
+async def test_the_cheap_models_tokenizer_cuts_the_backlog(
+    tmp_path: Path, client: OpenAIClient, upstream: ScriptedUpstream
+) -> None:
+    """A tokenizer configured for the cheap model reaches the chunker: text it counts as
+    more tokens (CJK under o200k_base, against the 4-characters estimate of an unknown id)
+    is folded in more, smaller chunks."""
+    config = CONFIG.model_copy(update={"helper_input_max_tokens": 400})
+    text = "東京の天気はどうですか。明日は雨が降りますか。" * 3
+    calls = {}
+    for name, models in (
+        ("estimate", {}),
+        ("o200k", {"cheap": wm.ModelInfo(id="cheap", context_window=1, tokenizer="o200k_base")}),
+    ):
+        async with await wm.open_store(f"sqlite:///{tmp_path / f'{name}.db'}") as store:
+            await store.append(
+                tenant_id="t",
+                thread_id="th",
+                messages=[user(text) if i % 2 == 0 else assistant(text) for i in range(40)],
+            )
+            memory = wm.WorkingMemory(store=store, config=config, llm=client, models=models)
+            report = await memory.update_summary(
+                tenant_id="t",
+                thread_id="th",
+                user_id=None,
+                profile=DEFAULT_PROFILE,
+                cheap_model_id="cheap",
+            )
+            assert report.outcome is wm.UpdateOutcome.UPDATED, report.detail
+            calls[name] = report.helper_calls
+    assert calls["o200k"] > calls["estimate"], calls

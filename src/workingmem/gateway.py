@@ -27,7 +27,7 @@ from .background import BackgroundQueue
 from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .errors import NotFoundError, ValidationError
-from .gateway_config import GatewayConfig, Overrides, Profiles
+from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .llm import (
     CallKind,
     CallMeta,
@@ -45,7 +45,7 @@ from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
 from .stores.base import Store
 from .stores.documents import DocumentStore
-from .strategies import render_notes
+from .strategies import render_notes, update_due
 from .tokens import tokenizer_for
 from .types import (
     Message,
@@ -110,9 +110,7 @@ class _Run:
     tenant_id: str
     thread_id: str
     user_id: str | None
-    profile: Profile
-    model: ModelInfo
-    system_prompt: str | None
+    plan: CallPlan
     tools: list[dict[str, Any]]
     turns: list[Turn] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -185,6 +183,7 @@ class Gateway:
             templates=templates,
             guard=guard,
             on_report=on_report,
+            models=self.config.models,
         )
         if isinstance(agent_memory, AgentMemoryConfig):
             if not isinstance(store, DocumentStore):  # a host's store of threads only
@@ -304,24 +303,32 @@ class Gateway:
         model: str | None,
     ) -> _Run:
         self._require_model()
-        resolved = self.profiles.get(profile)
         request = _request_turns(message, messages)
-        model_id = self.config.answering_model(model, resolved.model_id)
         run = _Run(
             tenant_id=tenant_id,
             thread_id=thread_id,
             user_id=user_id,
-            profile=resolved,
-            model=self.config.model_info(model_id),
-            system_prompt=system_prompt or resolved.system_prompt or self.config.system_prompt,
+            plan=self.plan(profile, model=model, system_prompt=system_prompt),
             tools=self._tools(user_id),
         )
-        new = await self._new_turns(tenant_id, thread_id, request, run.model)
+        new = await self._new_turns(tenant_id, thread_id, request, run.plan.model)
         if new:
             run.turns += await self.store.append(
                 tenant_id=tenant_id, thread_id=thread_id, messages=new, user_id=user_id
             )
         return run
+
+    def plan(
+        self,
+        profile: Profile | str | None = None,
+        *,
+        model: str | None = None,
+        system_prompt: str | None = None,
+    ) -> CallPlan:
+        """The settings a call under `profile` runs with (see `GatewayConfig.plan`)."""
+        return self.config.plan(
+            self.profiles.get(profile), model=model, system_prompt=system_prompt
+        )
 
     def _require_model(self) -> None:
         if not self._answers:
@@ -366,13 +373,15 @@ class Gateway:
         limit = self.config.max_tool_rounds
         while True:
             offer = run.tools if run.rounds < limit else []
+            plan = run.plan
             context = await self.assembler.build(
                 tenant_id=run.tenant_id,
                 thread_id=run.thread_id,
                 user_id=run.user_id,
-                profile=run.profile,
-                model=run.model,
-                system_prompt=run.system_prompt,
+                profile=plan.profile,
+                model=plan.model,
+                system_prompt=plan.system_prompt,
+                output_reserve_tokens=plan.output_reserve_tokens,
                 tools=offer,
             )
             run.context = context
@@ -380,15 +389,15 @@ class Gateway:
             meta = CallMeta(
                 tenant_id=run.tenant_id,
                 kind=CallKind.ANSWER,
-                model=run.model.id,
+                model=plan.model.id,
                 thread_id=run.thread_id,
                 user_id=run.user_id,
             )
-            reserve = run.profile.output_reserve_tokens or run.model.max_output_tokens
+            reserve = plan.output_reserve_tokens
             if stream:
                 completion: Completion | None = None
                 events = self.llm.stream(
-                    model=run.model.id,
+                    model=plan.model.id,
                     messages=context.messages,
                     meta=meta,
                     max_tokens=reserve,
@@ -403,7 +412,7 @@ class Gateway:
                 assert completion is not None, "a stream ends with StreamEnd"
             else:
                 completion = await self.llm.complete(
-                    model=run.model.id,
+                    model=run.plan.model.id,
                     messages=context.messages,
                     meta=meta,
                     max_tokens=reserve,
@@ -458,7 +467,7 @@ class Gateway:
             warnings=run.warnings,
             context=run.context,
             turns=run.turns,
-            model=run.model.id,
+            model=run.plan.model.id,
             tool_rounds=run.rounds,
             reviewed=reviewed,
             finish_reason=_finish_reason(run.completion),
@@ -471,19 +480,22 @@ class Gateway:
         due now). A host's own memory is always asked."""
         if not isinstance(self.memory, WorkingMemory):
             return True
-        config = run.profile.resolve(self.memory.config)
+        config = run.plan.memory
         if not config.enabled or config.strategy is not Strategy.SUMMARY_BUFFER:
             return False
         loaded = run.context.loaded if run.context else None
         if loaded is None or loaded.covered_turns is None or not run.turns:
             return True
-        newest = run.turns[-1].seq or 0
-        return newest - loaded.covered_turns >= config.update_every_turns
+        return update_due(
+            turn_count=run.turns[-1].seq or 0,
+            covered_turns=loaded.covered_turns,
+            every=config.update_every_turns,
+        )
 
     def _submit_update(self, run: _Run, reviewed: bool) -> None:
         if not self._update_due(run):
             return
-        cheap = self.config.helper_model(run.profile.cheap_model_id)
+        cheap = run.plan.cheap_model.id
         meta = CallMeta(
             tenant_id=run.tenant_id,
             kind=CallKind.MEMORY_WORKING,
@@ -499,7 +511,7 @@ class Gateway:
                 tenant_id=run.tenant_id,
                 thread_id=run.thread_id,
                 user_id=run.user_id,
-                profile=run.profile,
+                profile=run.plan.profile,
                 cheap_model_id=cheap,
                 meta=meta,
                 request=request,
@@ -517,16 +529,17 @@ class Gateway:
 
         `NotFoundError` for an unknown thread or another tenant's.
         """
-        resolved = self.profiles.get(profile)
+        plan = self.plan(profile)
         thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
         state = await self.memory.get_state(tenant_id=tenant_id, thread_id=thread_id)
-        config = resolved.resolve(self.config.working_memory)
+        config = plan.memory
         strategy = config.strategy if config.enabled else None
         versions = await self.store.list_memory_states(tenant_id=tenant_id, thread_id=thread_id)
         working = None
-        if self.agent_memory is not None and self.agent_memory.config.scope == "conversation":
-            working = await self.agent_memory.get_working_memory(
-                tenant_id=tenant_id, conversation_id=thread_id
+        agent = self.agent_memory
+        if agent is not None and (agent.config.scope == "conversation" or thread.user_id):
+            working = await agent.get_working_memory(  # the conversation's, or its user's
+                tenant_id=tenant_id, conversation_id=thread_id, user_id=thread.user_id
             )
         window_tokens = budget = None
         try:
@@ -534,8 +547,10 @@ class Gateway:
                 tenant_id=tenant_id,
                 thread_id=thread_id,
                 user_id=thread.user_id,
-                profile=resolved,
-                model=self.config.model_info(self.config.answering_model(None, resolved.model_id)),
+                profile=plan.profile,
+                model=plan.model,
+                system_prompt=plan.system_prompt,  # sized as a real request is
+                output_reserve_tokens=plan.output_reserve_tokens,
             )
             window_tokens, budget = context.parts["history"], context.budget_tokens
         except ValidationError:
@@ -576,13 +591,13 @@ class Gateway:
         """A standalone search query for a knowledge base, from the latest user turn and the
         thread's facts (R19); the user's text unchanged when there are no facts."""
         self._require_model()
-        resolved = self.profiles.get(profile)
+        plan = self.plan(profile)
         return await self.rewriter.rewrite(
             tenant_id=tenant_id,
             thread_id=thread_id,
             user_id=user_id,
-            profile=resolved,
-            cheap_model_id=self.config.helper_model(resolved.cheap_model_id),
+            profile=plan.profile,
+            cheap_model_id=plan.cheap_model.id,
         )
 
 

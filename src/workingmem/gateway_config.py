@@ -21,9 +21,28 @@ from .errors import ValidationError
 from .memory import WorkingMemoryProtocol
 from .types import ModelInfo, Settings
 
-__all__ = ["DEFAULT_PROFILE_ID", "GatewayConfig", "Overrides", "Profiles"]
+__all__ = ["DEFAULT_PROFILE_ID", "CallPlan", "GatewayConfig", "Overrides", "Profiles"]
 
 DEFAULT_PROFILE_ID = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    """What one call's settings resolve to, worked out once: the assembler, the answer, the
+    background update and the routes all take it, so they cannot disagree."""
+
+    profile: Profile
+    """The profile the call runs under."""
+    model: ModelInfo
+    """The answering model."""
+    cheap_model: ModelInfo
+    """The model of the call's helper calls (its tokenizer cuts the summary's chunks)."""
+    system_prompt: str
+    """The system prompt template; ``{memory}`` receives the memory."""
+    output_reserve_tokens: int
+    """The tokens kept for the answer (and its cap)."""
+    memory: WorkingMemoryConfig
+    """The built-in thread memory's settings under this profile."""
 
 
 class GatewayConfig(Settings):
@@ -61,6 +80,25 @@ class GatewayConfig(Settings):
     def helper_model(self, profile: str | None = None) -> str:
         """The cheap model of helper calls: the fixed model, else the profile's, the default."""
         return self.fixed_model or profile or self.cheap_model
+
+    def plan(
+        self,
+        profile: Profile,
+        *,
+        model: str | None = None,
+        system_prompt: str | None = None,
+    ) -> CallPlan:
+        """One call's settings: the request's `model` and `system_prompt` over the profile's,
+        over these defaults."""
+        answering = self.model_info(self.answering_model(model, profile.model_id))
+        return CallPlan(
+            profile=profile,
+            model=answering,
+            cheap_model=self.model_info(self.helper_model(profile.cheap_model_id)),
+            system_prompt=system_prompt or profile.system_prompt or self.system_prompt,
+            output_reserve_tokens=profile.output_reserve_tokens or answering.max_output_tokens,
+            memory=profile.resolve(self.working_memory),
+        )
 
     def model_info(self, model_id: str) -> ModelInfo:
         """The model's info; a model not listed gets the default window."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
@@ -95,6 +95,7 @@ class WorkingMemory:
         guard: UsageGuard | None = None,
         on_report: Callable[[UpdateReport], None] | None = None,
         structured_output: str = "json_schema",
+        models: Mapping[str, ModelInfo] | None = None,
     ) -> None:
         """
         Args:
@@ -106,6 +107,8 @@ class WorkingMemory:
             guard: the usage guard every helper call passes (R10); allow-all if None.
             on_report: called with the report of every save_context (also logged).
             structured_output: how JSON is requested: "json_schema", "json_object", "none".
+            models: what is known of the helper models by id (their tokenizers cut the
+                summary's chunks); an unknown id counts with its own tokenizer or an estimate.
         """
         self.store = store
         self.config = config or WorkingMemoryConfig()
@@ -115,6 +118,7 @@ class WorkingMemory:
             if llm is None
             else SummaryUpdater(
                 store=store,
+                models=models,
                 summarizer=Summarizer(
                     llm=GuardedClient(llm, guard=guard),
                     templates=templates,

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 
 from .config import WorkingMemoryConfig
 from .errors import ConflictError
 from .llm import CallKind, CallMeta, LLMError, UsageRefusedError
 from .stores.base import StateWrite, ThreadStore
+from .strategies import update_due
 from .summarizer import Caps, InvalidOutputError, Summarizer, render_turns
 from .tokens import Tokenizer, tokenizer_for
 from .types import ModelInfo, Turn, UpdateOutcome, UpdateReport
@@ -38,11 +40,18 @@ class SummaryUpdater:
     """Runs one due update of a thread's summary + facts; never raises into the caller."""
 
     def __init__(
-        self, *, store: ThreadStore, summarizer: Summarizer, lease_seconds: float = 300.0
+        self,
+        *,
+        store: ThreadStore,
+        summarizer: Summarizer,
+        lease_seconds: float = 300.0,
+        models: Mapping[str, ModelInfo] | None = None,
     ) -> None:
         self.store = store
         self.summarizer = summarizer
         self.lease_seconds = lease_seconds
+        self.models = dict(models or {})
+        """The helper models by id: a configured tokenizer cuts the chunks it reads."""
 
     async def run(
         self,
@@ -84,19 +93,29 @@ class SummaryUpdater:
         """A read-only look first: most calls find nothing due and need no lease (a write)."""
         state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
         thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
-        return thread.turn_count - state.turn_count >= config.update_every_turns
+        return update_due(
+            turn_count=thread.turn_count,
+            covered_turns=state.turn_count,
+            every=config.update_every_turns,
+        )
 
     async def _run_claimed(
         self, tenant_id: str, thread_id: str, config: WorkingMemoryConfig, meta: CallMeta
     ) -> UpdateReport:
         state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
         thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
-        due = thread.turn_count - state.turn_count
-        if due < config.update_every_turns:
-            return UpdateReport(tenant_id, thread_id, UpdateOutcome.NOT_DUE, f"{due} new turns")
+        if not update_due(
+            turn_count=thread.turn_count,
+            covered_turns=state.turn_count,
+            every=config.update_every_turns,
+        ):
+            new = thread.turn_count - state.turn_count
+            return UpdateReport(tenant_id, thread_id, UpdateOutcome.NOT_DUE, f"{new} new turns")
 
         caps = Caps.of(config)
-        tokenizer = tokenizer_for(ModelInfo(id=meta.model, context_window=1_000_000))
+        tokenizer = tokenizer_for(
+            self.models.get(meta.model) or ModelInfo(id=meta.model, context_window=1_000_000)
+        )
         summary, facts, version = state.summary, state.fact_details, state.version
         calls = prompt_tokens = completion_tokens = 0
         after = state.turn_count

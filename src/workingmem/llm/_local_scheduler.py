@@ -33,6 +33,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from ._build import REBUILD_COMMAND
@@ -45,6 +46,9 @@ _FOREGROUND, _BACKGROUND = 0, 1
 _STDERR_LINES = 20
 _STOP_TIMEOUT = 5.0
 JobEvent = TextDelta | Completion | BaseException
+_WORKER = Path(__file__).with_name("_local_worker.py")
+"""Run as a script, not ``-m``: it imports nothing of the package, so the worker starts
+without importing the package (and cannot be broken by it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +115,7 @@ class _Worker:
         environment = dict(os.environ)
         environment.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP threads sleep, not spin
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "workingmem.llm._local_worker", json.dumps(settings)],
+            [sys.executable, str(_WORKER), json.dumps(settings)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

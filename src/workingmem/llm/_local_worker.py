@@ -1,6 +1,9 @@
 """The local model's worker process: llama.cpp runs here, never in the process that calls it.
 
-    python -m workingmem.llm._local_worker '{"model_path": "...", "n_ctx": 8192, ...}'
+    python .../workingmem/llm/_local_worker.py '{"model_path": "...", "n_ctx": 8192, ...}'
+
+It imports nothing of the package (the standard library and llama-cpp-python only), so the
+client runs it as a script and the worker starts without importing ``workingmem``.
 
 A crash of native code (an instruction the CPU advertises but its virtual machine does not
 honour, a bug in llama.cpp) ends this process only: `LocalModelClient` sees the pipe close,

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from ..types import WorkingMemoryState
 
-__all__ = ["render_notes", "tail_start"]
+__all__ = ["render_notes", "tail_start", "update_due"]
 
 
 def tail_start(turn_count: int, recent_turns: int) -> int:
     """The seq of the oldest turn the verbatim tail may hold."""
     return max(1, turn_count - recent_turns + 1)
+
+
+def update_due(*, turn_count: int, covered_turns: int, every: int) -> bool:
+    """R7, the one place it is decided: the summary is rewritten once the thread has grown by
+    `every` (``update_every_turns``) turns since the turn count the summary covers."""
+    return turn_count - covered_turns >= every
 
 
 def render_notes(state: WorkingMemoryState) -> str:

@@ -119,7 +119,7 @@ async def chat_completions(
         info = StreamInfo(
             completion_id=completion_id,
             created=created,
-            model=gateway.config.answering_model(model, profile.model_id),
+            model=gateway.plan(profile, model=model).model.id,
             include_usage=bool(body.stream_options and body.stream_options.include_usage),
         )
         return StreamingResponse(
