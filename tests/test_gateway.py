@@ -435,3 +435,51 @@ async def test_the_memory_page_sizes_the_window_as_a_real_request_does(
     plan = gateway.plan()
     assert plan.system_prompt == config.system_prompt
     assert plan.output_reserve_tokens == MODEL.max_output_tokens
+
+
+@pytest.mark.parametrize(
+    ("header", "model", "expected"),
+    [
+        ("support", "gpt-x", ("support", "gpt-x")),  # a named profile wins; model overrides
+        (None, "support", ("support", None)),  # the model field names a profile
+        (None, "gpt-x", ("default", "gpt-x")),  # a plain model id: the default profile
+        (None, None, ("default", None)),
+    ],
+)
+def test_the_library_resolves_a_requests_profile(
+    header: str | None, model: str | None, expected: tuple[str, str | None]
+) -> None:
+    profiles = wm.Profiles([wm.Profile(id="support", system_prompt="Orders.\n{memory}")])
+    profile, override = profiles.for_request(header, model)
+    assert (profile.id, override) == expected
+    with pytest.raises(wm.ValidationError):
+        profiles.for_request("nope", None)
+
+
+async def test_reset_says_what_it_cleared_and_report_hooks_chain(
+    store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    seen: list[str] = []
+    config = GatewayConfig(
+        default_model="answer-model",
+        models={"answer-model": MODEL},
+        working_memory=wm.WorkingMemoryConfig(recent_turns=2, update_every_turns=2),
+    )
+    agent = wm.AgentMemoryConfig()
+    async with Gateway(
+        store=store,
+        llm=client,
+        config=config,
+        agent_memory=agent,
+        on_report=lambda report: seen.append(f"host {report.outcome}"),
+    ) as gateway:
+        gateway.add_report_hook(lambda report: seen.append(f"metrics {report.outcome}"))
+        await gateway.ask(tenant_id=tenant, thread_id="th", message="Hi")
+        await gateway.when_idle()
+        assert seen == ["host updated", "metrics updated"]
+        plain = await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th")
+        both = await gateway.reset_thread_memory(
+            tenant_id=tenant, thread_id="th", working_memory=True
+        )
+    assert (plain.summary_cleared, plain.working_memory_cleared) == (True, False)
+    assert both.working_memory_cleared

@@ -26,8 +26,8 @@ from .errors import (
     ValidationError,
     WorkingMemoryError,
 )
-from .gateway import AnswerStream, AskResult, Gateway, ThreadMemory
-from .gateway_config import GatewayConfig, Overrides, Profiles
+from .gateway import AnswerStream, AskResult, Gateway, ResetResult, ThreadMemory
+from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .llm import (
     CallKind,
     CallMeta,
@@ -81,6 +81,7 @@ __all__ = [
     "BackgroundQueue",
     "CallKind",
     "CallMeta",
+    "CallPlan",
     "Completion",
     "ConflictError",
     "ContextAssembler",
@@ -106,6 +107,7 @@ __all__ = [
     "PromptKind",
     "PromptTemplates",
     "QueryRewriter",
+    "ResetResult",
     "SQLStore",
     "SQLiteStore",
     "StateWrite",

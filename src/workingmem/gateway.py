@@ -58,7 +58,7 @@ from .types import (
     WorkingMemoryState,
 )
 
-__all__ = ["AnswerStream", "AskResult", "Gateway", "ThreadMemory"]
+__all__ = ["AnswerStream", "AskResult", "Gateway", "ResetResult", "ThreadMemory"]
 
 logger = logging.getLogger("workingmem.gateway")
 
@@ -84,6 +84,17 @@ class AskResult:
     reviewed: bool = False
     finish_reason: str = "stop"
     """The upstream's reason for ending the answer (``length`` when cut at max_tokens)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResetResult:
+    """What `Gateway.reset_thread_memory` forgot."""
+
+    thread_id: str
+    summary_cleared: bool = True
+    """The summary and facts are gone (always: a reset is a forget)."""
+    working_memory_cleared: bool = False
+    """The conversation's agent memory and its versions were erased too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -570,15 +581,36 @@ class Gateway:
 
     async def reset_thread_memory(
         self, *, tenant_id: str, thread_id: str, working_memory: bool = False
-    ) -> None:
+    ) -> ResetResult:
         """Forgets the thread's summary and facts (R14); with `working_memory`, also erases
-        the conversation's agent working memory and its versions. The turns stay."""
+        the conversation's agent working memory and its versions. The turns stay. Says what
+        it cleared (a user-scope agent memory is the user's: never cleared here)."""
         await self.memory.reset(tenant_id=tenant_id, thread_id=thread_id)
         agent = self.agent_memory
-        if working_memory and agent is not None and agent.config.scope == "conversation":
+        cleared = working_memory and agent is not None and agent.config.scope == "conversation"
+        if cleared:
+            assert agent is not None
             await agent.clear_working_memory(
                 tenant_id=tenant_id, conversation_id=thread_id, erase_history=True
             )
+        return ResetResult(thread_id=thread_id, working_memory_cleared=cleared)
+
+    def add_report_hook(self, hook: Callable[[UpdateReport], None]) -> None:
+        """Also sends every background update's report to `hook` (after those already set):
+        a host's metrics, say. Needs the built-in thread memory; a host's own reports itself."""
+        memory = self.memory
+        if not isinstance(memory, WorkingMemory):
+            return
+        previous = memory.on_report
+        if previous is None:
+            memory.on_report = hook
+            return
+
+        def both(report: UpdateReport) -> None:
+            previous(report)
+            hook(report)
+
+        memory.on_report = both
 
     async def rewrite_query(
         self,

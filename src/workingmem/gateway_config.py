@@ -128,6 +128,19 @@ class Profiles:
             raise ValidationError("profile", f"unknown profile {key!r}")
         return found
 
+    def for_request(
+        self, profile: str | None = None, model: str | None = None
+    ) -> tuple[Profile, str | None]:
+        """The profile and the model override of a request, as the service reads them: a
+        named `profile` (a header) wins, with `model` as its model; else a `model` that names
+        a profile is that profile (clients can only set the model); else the default profile,
+        `model` overriding its model. ValidationError for an unknown named profile."""
+        if profile is not None:
+            return self.get(profile), model or None
+        if model and model != DEFAULT_PROFILE_ID and model in self._by_id:
+            return self._by_id[model], None
+        return self.get(None), model or None
+
     def __iter__(self) -> Iterator[Profile]:
         return iter(self._by_id.values())
 

@@ -26,10 +26,8 @@ from .. import __version__
 from ..embedded import choose_upstream
 from ..errors import ValidationError
 from ..gateway import Gateway
-from ..memory import WorkingMemory
 from ..stores import open_store
 from ..stores.keys import ApiKeyStore
-from ..types import UpdateReport
 from .errors import install_error_handlers
 from .limits import BodyLimitMiddleware
 from .metrics import Metrics, MetricsMiddleware
@@ -78,7 +76,7 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics
     if gateway is not None:
-        _report_to(gateway, metrics)
+        gateway.add_report_hook(metrics.on_report)
         app.state.services = Services(
             gateway=gateway, keys=_keys_of(gateway, keys), metrics=metrics, settings=settings
         )
@@ -137,20 +135,3 @@ def _keys_of(gateway: Gateway, keys: ApiKeyStore | None) -> ApiKeyStore:
             "keys", "the gateway's store keeps no API keys: pass keys= (an ApiKeyStore)"
         )
     return found
-
-
-def _report_to(gateway: Gateway, metrics: Metrics) -> None:
-    """Chains the metrics onto a host's gateway's memory reports."""
-    memory = gateway.memory
-    if not isinstance(memory, WorkingMemory):
-        return
-    previous = memory.on_report
-    if previous is None:
-        memory.on_report = metrics.on_report
-        return
-
-    def both(report: UpdateReport) -> None:
-        metrics.on_report(report)
-        previous(report)
-
-    memory.on_report = both

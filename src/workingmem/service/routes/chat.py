@@ -19,9 +19,6 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ...config import Profile
-from ...gateway import Gateway
-from ...gateway_config import DEFAULT_PROFILE_ID
 from ...messages import check_id
 from ...types import Message
 from ..auth import Tenant
@@ -53,19 +50,6 @@ def _header_text(value: str | None) -> str | None:
         return value.encode("latin-1").decode("utf-8")
     except UnicodeError:
         return value
-
-
-def _profile_and_model(
-    gateway: Gateway, header: str | None, model: str | None
-) -> tuple[Profile, str | None]:
-    """The profile and the model override of a request."""
-    if header is not None:
-        return gateway.profiles.get(header), model or None
-    if model and model != DEFAULT_PROFILE_ID:
-        named = {p.id: p for p in gateway.profiles}.get(model)
-        if named is not None:
-            return named, None
-    return gateway.profiles.get(None), model or None
 
 
 @router.post(
@@ -100,7 +84,7 @@ async def chat_completions(
     if user_id is not None:
         check_id("user", user_id)
     turns = plan_turns(body)
-    profile, model = _profile_and_model(gateway, x_profile, body.model)
+    profile, model = gateway.profiles.for_request(x_profile, body.model)
     headers = {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())

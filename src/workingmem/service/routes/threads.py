@@ -117,9 +117,7 @@ async def reset_memory(
     """The turns stay; the summary and facts are forgotten, and not rebuilt from the turns
     so far. With ``working_memory=true`` the conversation's working memory goes too."""
     gateway = get_services(request).gateway
-    await gateway.reset_thread_memory(
+    reset = await gateway.reset_thread_memory(
         tenant_id=tenant, thread_id=thread_id, working_memory=working_memory
     )
-    agent = gateway.agent_memory
-    cleared = working_memory and agent is not None and agent.config.scope == "conversation"
-    return ResetOut(thread_id=thread_id, working_memory_cleared=cleared)
+    return ResetOut(thread_id=thread_id, working_memory_cleared=reset.working_memory_cleared)
