@@ -42,7 +42,7 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
 
 def test_the_sub_commands_are_all_there() -> None:
     assert {"serve", "demo", "keys create", "keys list", "keys revoke"} <= set(_commands())
-    assert {"threads list", "threads show", "threads forget"} <= set(_commands())
+    assert {"threads list", "threads show", "threads forget", "threads delete"} <= set(_commands())
 
 
 def test_demo_with_a_configured_upstream_plays_the_conversation_through_it(
@@ -168,6 +168,14 @@ def test_threads_list_show_forget_on_a_seeded_file(seeded: str) -> None:
     missing = runner.invoke(app, ["threads", "show", "nope", "--tenant", "acme", "--db", seeded])
     assert missing.exit_code == 1
     assert "not found" in missing.output
+
+    deleted = runner.invoke(
+        app, ["threads", "delete", "th1", "--tenant", "acme", "--db", seeded, "--yes"]
+    )
+    assert deleted.exit_code == 0, deleted.output
+    gone = runner.invoke(app, ["threads", "show", "th1", "--tenant", "acme", "--db", seeded])
+    assert gone.exit_code == 1
+    assert "not found" in gone.output
 
 
 def test_serve_refuses_a_public_address_while_the_database_has_no_key(

@@ -671,6 +671,29 @@ async def _forget(db: str | None, tenant: str, thread_id: str, working_memory: b
         )
 
 
+@threads_app.command("delete")
+def threads_delete(
+    thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="The thread's id.")],
+    db: Db = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    tenant: LocalTenantOpt = LOCAL_TENANT,
+) -> None:
+    """Delete a thread and everything of it: its messages, summary, versions and its
+    conversation's working memory (not a reset: nothing of it remains).
+
+    Example: workingmem threads delete th1 --tenant acme --yes
+    """
+    if not yes:
+        typer.confirm(f"Delete thread {thread_id!r} of {tenant!r} and all of it?", abort=True)
+    _run(_delete(db, tenant, thread_id), "Deleting…")
+    console.print(f"Deleted thread [bold]{escape(thread_id)}[/].")
+
+
+async def _delete(db: str | None, tenant: str, thread_id: str) -> None:
+    async with await open_store(db) as store:
+        await Gateway(store=store).delete_thread(tenant_id=tenant, thread_id=thread_id)
+
+
 def main() -> None:
     """Entry point of the `workingmem` command."""
     app()

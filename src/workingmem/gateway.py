@@ -595,6 +595,13 @@ class Gateway:
             )
         return ResetResult(thread_id=thread_id, working_memory_cleared=cleared)
 
+    async def delete_thread(self, *, tenant_id: str, thread_id: str) -> None:
+        """Deletes the thread and everything of it: turns, summary and its versions, the
+        conversation's agent memory ("delete my conversation"); unlike a reset, nothing of it
+        remains. A user-scope agent memory is the user's and stays. `NotFoundError` for an
+        unknown thread or another tenant's."""
+        await self.store.delete_thread(tenant_id=tenant_id, thread_id=thread_id)
+
     def add_report_hook(self, hook: Callable[[UpdateReport], None]) -> None:
         """Also sends every background update's report to `hook` (after those already set):
         a host's metrics, say. Needs the built-in thread memory; a host's own reports itself."""

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
 from .errors import ConflictError, NotFoundError, ValidationError
-from .llm import CallMeta, GuardedClient, LLMClient, UsageGuard
+from .llm import CallMeta, Completion, GuardedClient, LLMClient, UsageGuard
 from .prompts import PromptTemplates
 from .stores.base import StateWrite, ThreadStore
 from .strategies import render_notes, select_window, tail_start
@@ -29,6 +29,7 @@ from .summarizer import Summarizer
 from .tokens import Tokenizer, tokenizer_for
 from .types import (
     CountedTurn,
+    Message,
     ModelInfo,
     Strategy,
     UpdateOutcome,
@@ -72,10 +73,14 @@ class WorkingMemoryProtocol(Protocol):
         user_id: str | None,
         profile: Profile,
         cheap_model_id: str,
-        meta: Any = None,
-        request: Any = None,
-        result: Any = None,
-    ) -> None: ...
+        meta: CallMeta | None = None,
+        request: Sequence[Message] | None = None,
+        result: Completion | None = None,
+    ) -> None:
+        """Learns from one answered call. `meta` is the helper call's (whose tokens the guard
+        counts), `request` the messages that were sent, `result` the upstream's answer (None
+        when a human reviewed it: the stored turn is then what counts)."""
+        ...
 
     async def get_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState: ...
 
@@ -225,9 +230,9 @@ class WorkingMemory:
         user_id: str | None,
         profile: Profile,
         cheap_model_id: str,
-        meta: Any = None,
-        request: Any = None,
-        result: Any = None,
+        meta: CallMeta | None = None,
+        request: Sequence[Message] | None = None,
+        result: Completion | None = None,
     ) -> None:
         """Learns from one answered call (R7-R10); never raises (R9).
 

@@ -275,3 +275,27 @@ async def test_a_stream_without_usage_asked_has_no_usage_chunk(api: httpx.AsyncC
     assert all("usage" not in chunk for chunk in chunks)
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "You said: hi"
+
+
+async def test_deleting_a_thread_removes_it_and_nothing_else(api: httpx.AsyncClient) -> None:
+    await api.put("/v1/threads/a/b/working-memory", json={"content": "# User\n- Name: Ada\n"})
+    await api.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": "a/b"},
+        json={"model": "answer-model", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    await api.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": "kept"},
+        json={"model": "answer-model", "messages": [{"role": "user", "content": "hi"}]},
+    )
+    deleted = await api.delete("/v1/threads/a/b")
+    assert deleted.status_code == 204, deleted.text
+    assert_openai_error(await api.get("/v1/threads/a/b/memory"), 404)
+    gone = (await api.get("/v1/threads/a/b/working-memory")).json()
+    assert (gone["content"], gone["version"]) == (None, 0)
+    assert (await api.get("/v1/threads/kept/memory")).status_code == 200
+    assert_openai_error(await api.delete("/v1/threads/a/b"), 404)  # already gone
+    # The other DELETEs under a thread still reach their own routes.
+    assert (await api.delete("/v1/threads/kept/memory")).status_code == 200
+    assert (await api.get("/v1/threads/kept/memory")).status_code == 200

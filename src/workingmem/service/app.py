@@ -85,6 +85,7 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     for module in (chat, threads, working_memory, ops, ui):
         app.include_router(module.router)
+    app.include_router(threads.deletion)  # last: its path matches every path under a thread
     return app
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request, Response
 
 from ..auth import Tenant
 from ..schemas import (
@@ -27,7 +27,7 @@ from ..schemas import (
 from ..state import Services, get_services
 from . import ERRORS
 
-__all__ = ["load_thread_memory", "router"]
+__all__ = ["deletion", "load_thread_memory", "router"]
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"], responses=ERRORS)
 
@@ -121,3 +121,20 @@ async def reset_memory(
         tenant_id=tenant, thread_id=thread_id, working_memory=working_memory
     )
     return ResetOut(thread_id=thread_id, working_memory_cleared=reset.working_memory_cleared)
+
+
+deletion = APIRouter(prefix="/v1/threads", tags=["threads"], responses=ERRORS)
+"""The thread's own DELETE: its path matches every path under a thread, so the app includes
+this router after every other that serves one (memory, messages, working memory)."""
+
+
+@deletion.delete(
+    "/{thread_id:path}",
+    status_code=204,
+    summary="Delete the thread and everything of it (turns, memory, its agent memory)",
+)
+async def delete_thread(request: Request, tenant: Tenant, thread_id: str) -> Response:
+    """For "delete my conversation" and data-protection requests: unlike ``DELETE .../memory``
+    (which forgets the summary and keeps the turns), nothing of the thread remains."""
+    await get_services(request).gateway.delete_thread(tenant_id=tenant, thread_id=thread_id)
+    return Response(status_code=204)
