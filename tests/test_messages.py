@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from workingmem.messages import MAX_MESSAGE_BYTES, normalize_messages
+from workingmem.messages import MAX_MESSAGE_BYTES, check_id, normalize_messages
 
 
 @pytest.mark.parametrize(
@@ -195,3 +195,27 @@ def test_tool_call_type_defaults_to_function() -> None:
 def test_too_many_messages_in_one_append() -> None:
     with pytest.raises(wm.ValidationError, match="at most 1000"):
         normalize_messages([{"role": "user", "content": "x"}] * 1001)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("victim ", "start or end with whitespace"),
+        (" victim", "start or end with whitespace"),
+        ("x/../../threads/victim", "'.' or '..'"),
+        ("..", "'.' or '..'"),
+        ("a/./b", "'.' or '..'"),
+        ("tab\there", "control characters"),
+    ],
+)
+def test_an_id_that_a_url_or_a_header_would_change_is_refused(value: str, words: str) -> None:
+    """Ids are checked once, the same way on every path: a header strips surrounding spaces
+    and a browser resolves dot segments, so either would aim a request at another thread."""
+    with pytest.raises(wm.ValidationError) as caught:
+        check_id("thread_id", value)
+    assert words in caught.value.reason
+
+
+@pytest.mark.parametrize("value", ["trip/lyon", "a.b", "...", "x/.hidden", "Grüße 👋", "a b"])
+def test_ids_with_slashes_dots_and_unicode_inside_are_fine(value: str) -> None:
+    assert check_id("thread_id", value) == value

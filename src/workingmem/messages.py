@@ -9,7 +9,8 @@ calls; windows are cut between units, which is what keeps them provider-valid.
 
 Limits (documented, each checked with the field and the limit in the error):
 
-- ids (tenant, thread, user, tool call): 1 to 256 printable characters;
+- ids (tenant, thread, user, tool call): 1 to 256 printable characters, none of them whitespace at
+  either end, and no ``.`` or ``..`` between slashes (a URL would resolve it to another path);
 - one message: at most 1 MiB once serialized as JSON (UTF-8);
 - one append: at most 1,000 messages.
 """
@@ -64,6 +65,13 @@ def check_id(field_name: str, value: object) -> str:
         )
     if not value.isprintable():
         raise ValidationError(field_name, "must not contain control characters")
+    if value != value.strip():
+        # HTTP strips a header's surrounding spaces, a URL path keeps them: "victim " would be
+        # one thread over REST and another through X-Thread-Id.
+        raise ValidationError(field_name, "must not start or end with whitespace")
+    if any(segment in (".", "..") for segment in value.split("/")):
+        # A browser or proxy resolves them in a URL: the id would name another path.
+        raise ValidationError(field_name, "must not have '.' or '..' as a /-separated part")
     return value
 
 

@@ -299,3 +299,22 @@ async def test_deleting_a_thread_removes_it_and_nothing_else(api: httpx.AsyncCli
     # The other DELETEs under a thread still reach their own routes.
     assert (await api.delete("/v1/threads/kept/memory")).status_code == 200
     assert (await api.get("/v1/threads/kept/memory")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("header", "path"),
+    [("x/../../threads/victim", None), (None, "/v1/threads/victim%20/memory")],
+)
+async def test_an_id_that_would_name_another_thread_is_a_400_everywhere(
+    api: httpx.AsyncClient, header: str | None, path: str | None
+) -> None:
+    if header is not None:
+        response = await api.post(
+            "/v1/chat/completions",
+            headers={"X-Thread-Id": header},
+            json={"model": "answer-model", "messages": [{"role": "user", "content": "hi"}]},
+        )
+    else:
+        assert path is not None
+        response = await api.delete(path)
+    assert assert_openai_error(response, 400)["type"] == "invalid_request_error"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -31,6 +31,9 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent.parent / "templates"))
+templates.env.filters["segment"] = lambda value: quote(str(value), safe="")
+"""An id as one URL path segment: its slashes encoded too, so no browser resolves a part of
+it (urlencode keeps "/")."""
 
 PAGE_SIZE = 50
 CONVERSATION_TURNS = 200
