@@ -246,13 +246,38 @@ def test_upstream_errors_come_back_with_their_status_in_openai_shape(
     assert caught.value.status_code == status
     body = caught.value.response.json()
     assert set(body["error"]) == {"message", "type", "param", "code"}
-    assert "slow down" in body["error"]["message"]
+    assert "slow down" not in body["error"]["message"]  # the upstream's text is the operator's
+    assert f"status {status}" in body["error"]["message"]
+    assert caught.value.response.headers["X-Request-Id"] in body["error"]["message"]
     assert "Traceback" not in caught.value.response.text
     upstream.push(StatusError(status, "still slow"))
     with sdk(service, key) as client, pytest.raises(error):
         client.chat.completions.create(
             model="answer-model", messages=[{"role": "user", "content": "hi"}], stream=True
         )
+
+
+def test_an_upstream_error_never_shows_a_tenant_the_operators_key(
+    service: LiveServer,
+    key: str,
+    upstream: ScriptedUpstream,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """OpenAI's 401 quotes the key it was given: the tenant gets the status class and a
+    request id; the operator's log gets the text, the key redacted, under the same id."""
+    leaked = "Incorrect API key provided: sk-upstr***************************cdef."
+    upstream.push(StatusError(401, leaked))
+    with sdk(service, key) as client, pytest.raises(openai.APIStatusError) as caught:
+        ask(client, "hello")
+    assert caught.value.status_code == 502
+    message = caught.value.response.json()["error"]["message"]
+    assert "sk-" not in message
+    assert "credentials were refused" in message
+    request_id = caught.value.response.headers["X-Request-Id"]
+    logged = [r.getMessage() for r in caplog.records if request_id in r.getMessage()]
+    assert logged, "the operator's log has no line for the request id"
+    assert "Incorrect API key provided: [redacted]" in logged[0]
+    assert all("sk-upstr" not in r.getMessage() for r in caplog.records)
 
 
 def test_a_retry_after_an_upstream_failure_stores_nothing_twice(

@@ -215,15 +215,24 @@ class LLMError(WorkingMemoryError):
     """The upstream model call failed, after the client's bounded retries.
 
     `status_code` is the HTTP status when the upstream answered (None for a timeout or a
-    connection failure); `retryable` says whether the same call may succeed later (429, 5xx,
+    connection failure); the upstream's own text in the message is redacted of secrets
+    (`workingmem.redaction`); `retryable` says whether the same call may succeed later (429, 5xx,
     timeouts, connection failures) or will fail again as it is (400, 401, 404, ...).
     """
 
     def __init__(
-        self, message: str, *, status_code: int | None = None, retryable: bool = False
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retryable: bool = False,
+        upstream: bool = False,
     ) -> None:
         self.status_code = status_code
         self.retryable = retryable
+        self.upstream = upstream
+        """True when the message describes the operator's upstream (its text, its address):
+        a service shows a tenant only its status class and a request id."""
         prefix = f"upstream status {status_code}: " if status_code is not None else ""
         super().__init__(f"{prefix}{message}")
 

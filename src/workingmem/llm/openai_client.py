@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import ValidationError
+from ..redaction import redact
 from ..types import Message
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
 
@@ -127,7 +128,9 @@ class OpenAIClient:
             else "; no OPENAI_API_KEY or OPENAI_BASE_URL is set: pass base_url= and api_key= "
             "(or set them), or answer with the local model, LocalModelClient()"
         )
-        return LLMError(f"{error.args[0]} (at {self.base_url}){hint}", retryable=True)
+        return LLMError(
+            f"{error.args[0]} (at {redact(self.base_url)}){hint}", retryable=True, upstream=True
+        )
 
     async def complete(
         self,
@@ -372,27 +375,31 @@ class _StreamedAnswer:
 
 
 def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
-    """The SDK's failure as an `LLMError`: status, retryability and a short message."""
+    """The SDK's failure as an `LLMError`: status, retryability and a short message, with
+    every secret the upstream quoted redacted, marked as the upstream's."""
     import openai
 
+    status: int | None = None
+    retryable = True
     if isinstance(exc, openai.APITimeoutError):
-        return LLMError("the upstream timed out", retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
-        if midstream:
-            return LLMError(f"the upstream's stream broke off: {_cause(exc)}", retryable=True)
-        return LLMError(f"could not reach the upstream: {_cause(exc)}", retryable=True)
-    if isinstance(exc, openai.APIStatusError):
+        message = "the upstream timed out"
+    elif isinstance(exc, openai.APIConnectionError):
+        where = "the upstream's stream broke off" if midstream else "could not reach the upstream"
+        message = f"{where}: {_cause(exc)}"
+    elif isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        return LLMError(
-            _error_message(exc),
-            status_code=status,
-            retryable=status in _RETRYABLE_STATUS or status >= 500,
-        )
-    if isinstance(exc, openai.APIError):
+        message = _error_message(exc)
+        retryable = status in _RETRYABLE_STATUS or status >= 500
+    elif isinstance(exc, openai.APIError):
+        retryable = False
         if midstream:  # an error event the server sent in place of the next chunk
-            return LLMError(f"the upstream failed mid-stream: {_short(exc.message)}")
-        return LLMError(f"the upstream's answer is unreadable: {_short(exc.message)}")
-    return LLMError(f"the upstream's answer is unreadable: {_cause(exc)}")
+            message = f"the upstream failed mid-stream: {_short(exc.message)}"
+        else:
+            message = f"the upstream's answer is unreadable: {_short(exc.message)}"
+    else:
+        retryable = False
+        message = f"the upstream's answer is unreadable: {_cause(exc)}"
+    return LLMError(redact(message), status_code=status, retryable=retryable, upstream=True)
 
 
 def _rejects_stream_options(exc: Exception) -> bool:

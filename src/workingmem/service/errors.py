@@ -12,6 +12,7 @@ client: an unexpected exception is logged and answered with a bare 500, never a 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from ..errors import (
     WorkingMemoryError,
 )
 from ..llm import LLMError, UsageRefusedError
+from ..redaction import redact
 
 __all__ = [
     "ERROR_TABLE",
@@ -115,8 +117,20 @@ def map_error(exc: Exception) -> ApiError:
         upstream = exc.status_code
         if upstream is not None and (upstream in _UPSTREAM_STATUS_KEPT or upstream >= 500):
             status = upstream
+        headers: dict[str, str] = {}
+        if exc.upstream:  # the operator's upstream: its text is for the operator's log
+            request_id = f"req_{uuid.uuid4().hex[:20]}"
+            logger.warning("upstream error, request %s: %s", request_id, redact(str(exc)))
+            message = (
+                f"the upstream model failed ({_status_class(upstream)}); request id "
+                f"{request_id}: the operator's log has the details"
+            )
+            headers["X-Request-Id"] = request_id
         if status == 429:
-            return ApiError(429, message, code="rate_limit_exceeded", type=mapping.type)
+            return ApiError(
+                429, message, code="rate_limit_exceeded", type=mapping.type, headers=headers
+            )
+        return ApiError(status, message, code=mapping.code, type=mapping.type, headers=headers)
     elif isinstance(exc, StoreError):
         logger.error("database failure: %s", exc)
         message = "the database is unavailable; try again later"
@@ -124,6 +138,19 @@ def map_error(exc: Exception) -> ApiError:
         logger.error("unexpected library error: %r", exc)
         message = "internal error"
     return ApiError(status, message, code=mapping.code, type=mapping.type, param=param)
+
+
+def _status_class(status: int | None) -> str:
+    """What a tenant may know of an upstream failure: its kind, not its text."""
+    if status is None:
+        return "unreachable, or no answer in time"
+    if status in (401, 403):
+        return f"status {status}: the gateway's own credentials were refused"
+    if status == 429:
+        return "status 429: rate limited, retry later"
+    if status < 500:
+        return f"status {status}: it refused the request"
+    return f"status {status}: a server error"
 
 
 def error_response(error: ApiError) -> JSONResponse:
