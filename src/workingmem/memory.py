@@ -101,6 +101,7 @@ class WorkingMemory:
         on_report: Callable[[UpdateReport], None] | None = None,
         structured_output: str = "json_schema",
         models: Mapping[str, ModelInfo] | None = None,
+        update_lease_seconds: float = 30.0,
     ) -> None:
         """
         Args:
@@ -114,6 +115,9 @@ class WorkingMemory:
             structured_output: how JSON is requested: "json_schema", "json_object", "none".
             models: what is known of the helper models by id (their tokenizers cut the
                 summary's chunks); an unknown id counts with its own tokenizer or an estimate.
+            update_lease_seconds: how long an updater's lease on a thread lasts unless renewed
+                (it renews every third of it while it works): the longest a crashed updater
+                keeps others from updating the thread.
         """
         self.store = store
         self.config = config or WorkingMemoryConfig()
@@ -124,6 +128,7 @@ class WorkingMemory:
             else SummaryUpdater(
                 store=store,
                 models=models,
+                lease_seconds=update_lease_seconds,
                 summarizer=Summarizer(
                     llm=GuardedClient(llm, guard=guard),
                     templates=templates,

@@ -455,6 +455,19 @@ class SQLThreads:
             )
         return claimed == 1
 
+    async def renew_memory_update(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        now = _rows.utcnow()
+        async with self._dialect.write() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            renewed = await session.run(
+                "UPDATE memory_leases SET expires_at = ? WHERE thread_pk = ? AND owner = ?",
+                (self._dialect.stamp(_rows.later(now, ttl_seconds)), pk, owner),
+            )
+        return renewed == 1
+
     async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:

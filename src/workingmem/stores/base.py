@@ -196,6 +196,13 @@ class MemoryStateStore(Protocol):
         """
         ...
 
+    async def renew_memory_update(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        """Extends `owner`'s lease to `ttl_seconds` from now; False when `owner` holds it no
+        more (it expired and another updater took it)."""
+        ...
+
     async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         """Gives the lease back, if `owner` still holds it."""
         ...

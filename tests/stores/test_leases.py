@@ -1,0 +1,34 @@
+"""The update lease: one updater per thread at a time, renewed while it works, gone with it."""
+
+from __future__ import annotations
+
+import pytest
+
+import workingmem as wm
+from tests.helpers import user
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_a_lease_is_held_renewed_by_its_owner_only_and_released(
+    store: wm.Store, tenant: str
+) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hi")])
+    ids = {"tenant_id": tenant, "thread_id": "th"}
+    assert await store.claim_memory_update(**ids, owner="a", ttl_seconds=60)
+    assert not await store.claim_memory_update(**ids, owner="b", ttl_seconds=60)
+    assert await store.renew_memory_update(**ids, owner="a", ttl_seconds=60)
+    assert not await store.renew_memory_update(**ids, owner="b", ttl_seconds=60)
+    await store.release_memory_update(**ids, owner="a")
+    assert not await store.renew_memory_update(**ids, owner="a", ttl_seconds=60)
+    assert await store.claim_memory_update(**ids, owner="b", ttl_seconds=60)
+
+
+async def test_an_expired_lease_is_taken_and_its_old_owner_cannot_renew_it(
+    store: wm.Store, tenant: str
+) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hi")])
+    ids = {"tenant_id": tenant, "thread_id": "th"}
+    assert await store.claim_memory_update(**ids, owner="dead", ttl_seconds=-1)  # expired
+    assert await store.claim_memory_update(**ids, owner="alive", ttl_seconds=60)
+    assert not await store.renew_memory_update(**ids, owner="dead", ttl_seconds=60)
