@@ -199,7 +199,7 @@ def test_a_client_that_disconnects_stops_the_generation_and_no_answer_is_stored(
         ).encode()
         with socket.create_connection(("127.0.0.1", live.port)) as raw:
             raw.sendall(
-                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Thread-Id: gone\r\n"
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Thread-Id: gone\r\n"
                 b"Content-Type: application/json\r\n"
                 + f"Content-Length: {len(body)}\r\n\r\n".encode()
                 + body

@@ -128,3 +128,55 @@ async def test_without_keys_the_page_shows_the_local_tenant_and_escapes_what_it_
     assert login.headers["location"] == "/ui/"
     assert page.status_code == 200
     assert "<script>alert(1)" not in page.text
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("rebound.attacker.example", 403),  # a page that reached us through DNS rebinding
+        ("127.0.0.1:8080", 200),
+        ("localhost:8080", 200),
+        ("[::1]:8080", 200),
+    ],
+)
+async def test_without_keys_only_a_loopback_host_header_is_served(
+    gateway: wm.Gateway, host: str, status: int
+) -> None:
+    async with client(gateway) as api:
+        response = await api.get("/v1/threads", headers={"Host": host})
+    assert response.status_code == status, response.text
+
+
+async def test_the_page_sends_its_security_headers_and_nonces_its_style(
+    gateway: wm.Gateway,
+) -> None:
+    async with client(gateway) as api:
+        page = await api.get("/ui/")
+        api_call = await api.get("/v1/threads")
+    policy = page.headers["Content-Security-Policy"]
+    nonce = policy.split("'nonce-", 1)[1].split("'", 1)[0]
+    assert f'<style nonce="{nonce}">' in page.text
+    assert "frame-ancestors 'none'" in policy
+    assert "default-src 'none'" in policy
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    assert page.headers["Cache-Control"] == "no-store"
+    assert "Content-Security-Policy" not in api_call.headers  # the page's, not the API's
+    async with client(gateway) as api:
+        again = await api.get("/ui/")
+    assert again.headers["Content-Security-Policy"] != policy  # a nonce per response
+
+
+async def test_login_and_logout_refuse_another_sites_form_posts(
+    gateway: wm.Gateway, sqlite: SQLiteStore
+) -> None:
+    await sqlite.create_api_key(tenant_id="acme")
+    async with client(gateway) as api:
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        evil = {**form, "Origin": "https://attacker.example"}
+        assert (await api.post("/ui/login", content="key=wm_x", headers=evil)).status_code == 403
+        assert (await api.post("/ui/logout", headers=evil)).status_code == 403
+        same = {**form, "Origin": "http://127.0.0.1"}
+        login = await api.post("/ui/login", content="key=wm_x", headers=same)
+        assert login.status_code == 401  # checked: an unknown key, not a refused origin
+        assert (await api.post("/ui/logout", headers=same)).status_code == 303

@@ -31,6 +31,7 @@ from ..stores.keys import ApiKeyStore
 from .errors import install_error_handlers
 from .limits import BodyLimitMiddleware
 from .metrics import Metrics, MetricsMiddleware
+from .page_security import PageSecurityMiddleware
 from .routes import chat, ops, threads, ui, working_memory
 from .settings import ServiceSettings
 from .state import Services
@@ -83,6 +84,7 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(PageSecurityMiddleware)
     for module in (chat, threads, working_memory, ops, ui):
         app.include_router(module.router)
     app.include_router(threads.deletion)  # last: its path matches every path under a thread

@@ -35,7 +35,11 @@ def presented_key(request: Request) -> str | None:
 async def request_tenant(request: Request) -> str:
     """The request's tenant, or 401/403 (see `Services.tenant_for`)."""
     services = get_services(request)
-    return await services.tenant_for(presented_key(request), server=request.scope.get("server"))
+    return await services.tenant_for(
+        presented_key(request),
+        server=request.scope.get("server"),
+        host=request.headers.get("host"),
+    )
 
 
 Tenant = Annotated[str, Depends(request_tenant)]

@@ -42,12 +42,16 @@ class Services:
             self._keys_seen = self.settings.require_keys or await self.keys.has_api_keys()
         return self._keys_seen
 
-    async def tenant_for(self, secret: str | None, *, server: object) -> str:
+    async def tenant_for(
+        self, secret: str | None, *, server: object, host: str | None = None
+    ) -> str:
         """The tenant of a request that presented `secret` (None for no key).
 
-        With keys: the key's tenant, else 401. Without: the local tenant, for a server bound
-        to loopback only (403 otherwise); a key sent anyway is ignored, since an OpenAI client
-        always sends one.
+        With keys: the key's tenant, else 401 (the Host is not checked: the key is what
+        proves who asks). Without: the local tenant, for a request that came in on loopback
+        *and* names a loopback Host (403 otherwise): a web page that reaches the server
+        through DNS rebinding names its own host. A key sent anyway is ignored, since an
+        OpenAI client always sends one.
         """
         if await self.keys_required():
             if not secret:
@@ -67,7 +71,7 @@ class Services:
                     headers=_AUTH_HEADERS,
                 )
             return key.tenant_id
-        if not _served_on_loopback(server):
+        if not _served_on_loopback(server) or not _loopback_host(host):
             raise ApiError(
                 403,
                 "this server has no API keys, so it serves its local tenant on loopback only; "
@@ -94,6 +98,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _loopback_host(host: str | None) -> bool:
+    """A Host header that names this machine: ``127.0.0.1:8080``, ``localhost``, ``[::1]:80``
+    (a request without one, HTTP/1.0, is local by its socket already)."""
+    if host is None:
+        return True
+    name = host.strip()
+    if name.startswith("["):
+        name = name[1 : name.find("]")] if "]" in name else name
+    else:
+        name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+    return is_loopback(name)
 
 
 def _served_on_loopback(server: object) -> bool:

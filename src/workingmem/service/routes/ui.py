@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -45,7 +45,11 @@ _MAX_FORM_BYTES = 4096
 async def _tenant(request: Request, services: Services) -> str | Response:
     """The page's tenant, or the answer to give instead (the login form, an error page)."""
     try:
-        return await services.tenant_for(presented_key(request), server=request.scope.get("server"))
+        return await services.tenant_for(
+            presented_key(request),
+            server=request.scope.get("server"),
+            host=request.headers.get("host"),
+        )
     except ApiError as exc:
         if exc.status == 401:
             return RedirectResponse("/ui/login", status_code=303)
@@ -122,6 +126,7 @@ async def login_form(request: Request) -> Response:
 @router.post("/login")
 async def login(request: Request) -> Response:
     """Checks the key of the form and keeps it in the page's cookie."""
+    _same_origin(request)
     services = get_services(request)
     raw = await request.body()
     fields = parse_qs(raw[:_MAX_FORM_BYTES].decode("utf-8", "replace"))
@@ -143,7 +148,25 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout")
-async def logout() -> RedirectResponse:
+async def logout(request: Request) -> RedirectResponse:
+    _same_origin(request)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
+
+
+def _same_origin(request: Request) -> None:
+    """Refuses a form another site posted (login CSRF, a forced logout): a browser says where
+    a post comes from in ``Origin``, and it must be this server (a client without one is not a
+    browser on another site)."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return
+    host = request.headers.get("host", "")
+    if origin == "null" or urlsplit(origin).netloc != host:
+        raise ApiError(
+            403,
+            "cross-origin form posts are refused",
+            code="cross_origin",
+            type="permission_error",
+        )
