@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from workingmem.messages import MAX_MESSAGE_BYTES, check_id, normalize_messages
+from workingmem.messages import MAX_MESSAGE_BYTES, MAX_PARTS, check_id, normalize_messages
 
 
 @pytest.mark.parametrize(
@@ -219,3 +219,22 @@ def test_an_id_that_a_url_or_a_header_would_change_is_refused(value: str, words:
 @pytest.mark.parametrize("value", ["trip/lyon", "a.b", "...", "x/.hidden", "Grüße 👋", "a b"])
 def test_ids_with_slashes_dots_and_unicode_inside_are_fine(value: str) -> None:
     assert check_id("thread_id", value) == value
+
+
+def _nested(levels: int) -> dict[str, object]:
+    value: dict[str, object] = {"k": 1}
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+def test_a_part_nested_too_deep_or_too_many_parts_is_refused() -> None:
+    deep = {"role": "user", "content": [{"type": "input_audio", "input_audio": _nested(300)}]}
+    with pytest.raises(wm.ValidationError) as caught:
+        normalize_messages([deep])
+    assert caught.value.field == "messages[0].content[0]"
+    many = {"role": "user", "content": [{"type": "text", "text": "x"}] * (MAX_PARTS + 1)}
+    with pytest.raises(wm.ValidationError, match="parts"):
+        normalize_messages([many])
+    fine = {"role": "user", "content": [{"type": "input_audio", "input_audio": _nested(8)}]}
+    assert normalize_messages([fine])[0]["content"][0]["input_audio"] == _nested(8)

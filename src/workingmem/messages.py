@@ -11,7 +11,9 @@ Limits (documented, each checked with the field and the limit in the error):
 
 - ids (tenant, thread, user, tool call): 1 to 256 printable characters, none of them whitespace at
   either end, and no ``.`` or ``..`` between slashes (a URL would resolve it to another path);
-- one message: at most 1 MiB once serialized as JSON (UTF-8);
+- one message: at most 1 MiB once serialized as JSON (UTF-8), `MAX_PARTS` content parts, and no
+  value nested deeper than `MAX_DEPTH` (what older versions stored deeper reads with the excess
+  replaced: `bounded`);
 - one append: at most 1,000 messages.
 """
 
@@ -27,12 +29,16 @@ from .errors import ValidationError
 from .types import CHAT_FORMAT, Message, NativeItem, Role, Turn
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_ID_CHARS",
     "MAX_MESSAGES_PER_APPEND",
     "MAX_MESSAGE_BYTES",
+    "MAX_PARTS",
+    "TOO_DEEP",
     "OpenUnit",
     "Origin",
     "PlannedTurn",
+    "bounded",
     "check_id",
     "dumps_message",
     "normalize_messages",
@@ -44,6 +50,12 @@ __all__ = [
 MAX_ID_CHARS = 256
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_MESSAGES_PER_APPEND = 1_000
+MAX_PARTS = 256
+"""Content parts in one message."""
+MAX_DEPTH = 16
+"""How deeply one value of a message (a part, a native item) may nest dicts and lists: enough
+for every provider's shapes, and far from what breaks a JSON serializer."""
+TOO_DEEP = "[nested too deep]"
 
 _ROLES: frozenset[str] = frozenset({"user", "assistant", "tool"})
 _KEYS: dict[str, frozenset[str]] = {
@@ -126,6 +138,8 @@ def _origin(format: object, item: object, path: str) -> Origin:
         )
     if not isinstance(item, dict):
         raise ValidationError(f"{path}.item", f"must be a JSON object, got {type(item).__name__}")
+    if _depth(item) > MAX_DEPTH:
+        raise ValidationError(f"{path}.item", f"nests deeper than {MAX_DEPTH} levels")
     try:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -209,11 +223,15 @@ def _normalize_content(content: object, path: str, role: Role) -> str | list[dic
         )
     if not content:
         raise ValidationError(path, "must not be an empty list of parts")
+    if len(content) > MAX_PARTS:
+        raise ValidationError(path, f"has {len(content)} parts; the limit is {MAX_PARTS}")
     parts: list[dict[str, Any]] = []
     for i, part in enumerate(content):
         part_path = f"{path}[{i}]"
         if not isinstance(part, dict):
             raise ValidationError(part_path, f"must be a part dict, got {type(part).__name__}")
+        if _depth(part) > MAX_DEPTH:
+            raise ValidationError(part_path, f"nests deeper than {MAX_DEPTH} levels")
         kind = part.get("type")
         if not isinstance(kind, str) or not kind:
             raise ValidationError(f"{part_path}.type", "must be a non-empty string")
@@ -359,3 +377,31 @@ def overlap(stored: Sequence[Message], request: Sequence[Message]) -> int:
         if tail[len(tail) - length :] == wanted[:length]:
             return length
     return 0
+
+
+def _depth(value: object, limit: int = MAX_DEPTH + 1) -> int:
+    """How deeply `value` nests dicts and lists, counted up to `limit` (no deeper walk)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list) and level > deepest:
+            deepest = level
+            if deepest >= limit:
+                return deepest
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        )
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def bounded(value: Any, depth: int = MAX_DEPTH) -> Any:
+    """`value` with what nests deeper than `depth` replaced by `TOO_DEEP`: stored data written
+    before the limit existed still reads, serializes and sends."""
+    if depth <= 0 and isinstance(value, dict | list):
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {key: bounded(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [bounded(item, depth - 1) for item in value]
+    return value

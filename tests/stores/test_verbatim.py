@@ -144,3 +144,27 @@ async def test_a_bad_native_item_is_refused_and_nothing_is_stored(
         await store.append(tenant_id=tenant, thread_id="th", messages=[native])
     assert caught.value.field == field
     assert len(await store.list_turns(tenant_id=tenant, thread_id="th")) == 1
+
+
+async def test_a_turn_an_older_version_stored_too_deep_still_reads(tmp_path: Any) -> None:
+    """Written before the nesting limit (straight into the table, as an old version could):
+    it reads back with the excess replaced, instead of failing every page that holds it."""
+    import json
+    import sqlite3
+
+    from workingmem.messages import TOO_DEEP
+
+    path = tmp_path / "old.db"
+    async with await wm.open_store(str(path)) as store:
+        await store.append(tenant_id="t", thread_id="th", messages=[user("hi")])
+    nested: dict[str, Any] = {"k": 1}
+    for _ in range(300):
+        nested = {"k": nested}
+    old = {"role": "user", "content": [{"type": "input_audio", "input_audio": nested}]}
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE turns SET message = ? WHERE seq = 1", (json.dumps(old),))
+    async with await wm.open_store(str(path)) as store:
+        (turn,) = await store.list_turns(tenant_id="t", thread_id="th")
+    assert isinstance(turn.content, list)
+    assert TOO_DEEP in json.dumps(turn.content)
+    json.dumps(turn.to_message())  # serializes now

@@ -14,8 +14,10 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..messages import (
+    MAX_DEPTH,
     OpenUnit,
     PlannedTurn,
+    bounded,
     check_id,
     dumps_message,
     plan_units,
@@ -55,7 +57,11 @@ def check_scope(tenant_id: object, thread_id: object) -> tuple[str, str]:
 
 
 def loads_message(text: str) -> Message:
+    """A stored message. One an older version stored nested deeper than today's limit is read
+    with the excess replaced (the count of brackets rules most messages out at C speed)."""
     message: Message = json.loads(text)
+    if text.count("{") + text.count("[") > MAX_DEPTH:
+        message = bounded(message, MAX_DEPTH + 2)  # the message and its content list
     return message
 
 
