@@ -318,3 +318,29 @@ async def test_an_id_that_would_name_another_thread_is_a_400_everywhere(
         assert path is not None
         response = await api.delete(path)
     assert assert_openai_error(response, 400)["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_tokens", -1),
+        ("max_tokens", 10**12),
+        ("temperature", "hot"),
+        ("stream", "yes"),
+        ("top_p", 3),
+    ],
+)
+async def test_an_invalid_parameter_is_refused_naming_it_and_nothing_is_stored(
+    api: httpx.AsyncClient, field: str, value: object
+) -> None:
+    response = await api.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": "params"},
+        json={
+            "model": "answer-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            field: value,
+        },
+    )
+    assert assert_openai_error(response, 422)["param"] == f"body.{field}"
+    assert (await api.get("/v1/threads/params/messages")).status_code == 404  # nothing stored

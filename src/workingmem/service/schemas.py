@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from ..gateway import ThreadMemory
 from ..stores.documents import WorkingMemoryDocument
@@ -88,12 +88,20 @@ class ChatCompletionRequest(BaseModel):
     """The upstream model; the name of a served profile picks that profile (and its model)."""
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     """An optional leading system (or developer) message, then the new turns, a user one last."""
-    stream: bool = False
+    stream: StrictBool = False
+    """A JSON boolean: ``"yes"`` is refused, not read as true."""
     stream_options: StreamOptions | None = None
     user: str | None = None
     """The user; else the ``X-User-Id`` header."""
-    n: int | None = None
+    n: StrictInt | None = Field(default=None, ge=1, le=128)
     """Only 1 is supported."""
+    max_tokens: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
+    seed: StrictInt | None = None
     tools: list[Any] | None = None
     """Client-side tools are not supported yet: a request with tools is refused (400)."""
     tool_choice: Any = None
