@@ -355,3 +355,28 @@ def test_serve_with_a_working_memory_schema_serves_its_endpoints(
     settings = served[0].state.settings
     assert settings.agent_memory.scope == "user"
     assert settings.agent_memory.schema["properties"] == {"name": {"type": "string"}}
+    assert (settings.upstream_timeout, settings.upstream_max_retries) == (60.0, 1)
+
+
+def test_serve_takes_the_upstreams_timeout_and_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.append(app))
+    result = runner.invoke(
+        app,
+        [
+            "serve",
+            "--db",
+            str(tmp_path / "m.db"),
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+            "--upstream-timeout",
+            "15",
+            "--upstream-retries",
+            "0",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    settings = served[0].state.settings
+    assert (settings.upstream_timeout, settings.upstream_max_retries) == (15.0, 0)

@@ -483,3 +483,13 @@ async def test_reset_says_what_it_cleared_and_report_hooks_chain(
         )
     assert (plain.summary_cleared, plain.working_memory_cleared) == (True, False)
     assert both.working_memory_cleared
+
+
+async def test_an_answer_too_large_to_store_is_the_upstreams_fault(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    upstream.push(Reply("x" * (2 << 20)))
+    with pytest.raises(wm.LLMError, match="the upstream's answer cannot be stored"):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message="Write a lot.")
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.role for t in turns] == ["user"]  # the question stays, for a retry

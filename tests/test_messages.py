@@ -238,3 +238,14 @@ def test_a_part_nested_too_deep_or_too_many_parts_is_refused() -> None:
         normalize_messages([many])
     fine = {"role": "user", "content": [{"type": "input_audio", "input_audio": _nested(8)}]}
     assert normalize_messages([fine])[0]["content"][0]["input_audio"] == _nested(8)
+
+
+@pytest.mark.parametrize(
+    ("role", "kind"),
+    [("user", "hologram"), ("assistant", "image_url"), ("user", "input_text")],
+)
+def test_a_content_part_type_the_chat_format_lacks_is_refused(role: str, kind: str) -> None:
+    message = {"role": role, "content": [{"type": kind, "text": "x"}]}
+    with pytest.raises(wm.ValidationError) as caught:
+        normalize_messages([message])
+    assert caught.value.field == "messages[0].content[0].type"

@@ -357,6 +357,22 @@ def serve(
     working_memory_template: MemoryTemplateOpt = None,
     working_memory_schema: MemorySchemaOpt = None,
     working_memory_scope: MemoryScopeOpt = None,
+    upstream_timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            min=1,
+            max=3600,
+            help="How long one upstream attempt may take; a request waits at most this "
+            "times (retries + 1).",
+        ),
+    ] = 60.0,
+    upstream_retries: Annotated[
+        int,
+        typer.Option(
+            metavar="N", min=0, max=10, help="Retries of an upstream call (429, 5xx, timeouts)."
+        ),
+    ] = 1,
 ) -> None:
     """Run the memory gateway: OpenAI's /v1/chat/completions with memory, REST, a web page.
 
@@ -390,6 +406,8 @@ def serve(
         database_url=db,
         upstream_base_url=upstream,
         upstream_api_key=os.environ.get("OPENAI_API_KEY") or None,
+        upstream_timeout=upstream_timeout,
+        upstream_max_retries=upstream_retries,
         gateway=config,
         agent_memory=agent_memory,
     )

@@ -34,6 +34,7 @@ from .llm import (
     Completion,
     GuardedClient,
     LLMClient,
+    LLMError,
     StreamEnd,
     TextDelta,
     Usage,
@@ -456,19 +457,29 @@ class Gateway:
             "content": completion.text or None,
             "tool_calls": list(completion.tool_calls),
         }
-        return await self.store.append(
-            tenant_id=run.tenant_id,
-            thread_id=run.thread_id,
-            messages=[assistant, *results],
-            user_id=run.user_id,
-        )
+        return await self._store_output(run, [assistant, *results], from_model=True)
+
+    async def _store_output(
+        self, run: _Run, messages: list[Message], *, from_model: bool
+    ) -> list[Turn]:
+        """Stores what answers the user's turn. An answer of the model that the store refuses
+        (over the size of a turn, say) is the upstream's fault, not the client's: an
+        `LLMError` (502), not a `ValidationError` (400). A reviewer's text stays the host's."""
+        try:
+            return await self.store.append(
+                tenant_id=run.tenant_id,
+                thread_id=run.thread_id,
+                messages=messages,
+                user_id=run.user_id,
+            )
+        except ValidationError as exc:
+            if not from_model:
+                raise
+            raise LLMError(f"the upstream's answer cannot be stored: {exc}") from exc
 
     async def _finish(self, run: _Run, answer: str, *, reviewed: bool) -> AskResult:
-        run.turns += await self.store.append(
-            tenant_id=run.tenant_id,
-            thread_id=run.thread_id,
-            messages=[{"role": "assistant", "content": answer}],
-            user_id=run.user_id,
+        run.turns += await self._store_output(
+            run, [{"role": "assistant", "content": answer}], from_model=not reviewed
         )
         self._submit_update(run, reviewed)
         assert run.context is not None

@@ -58,6 +58,12 @@ for every provider's shapes, and far from what breaks a JSON serializer."""
 TOO_DEEP = "[nested too deep]"
 
 _ROLES: frozenset[str] = frozenset({"user", "assistant", "tool"})
+_PART_TYPES: dict[str, frozenset[str]] = {
+    "user": frozenset({"text", "image_url", "input_audio", "file"}),
+    "assistant": frozenset({"text", "refusal"}),
+    "tool": frozenset({"text"}),
+}
+"""The content parts of OpenAI's chat format, per role."""
 _KEYS: dict[str, frozenset[str]] = {
     "user": frozenset({"role", "content", "name"}),
     "assistant": frozenset({"role", "content", "name", "tool_calls"}),
@@ -241,6 +247,13 @@ def _normalize_content(content: object, path: str, role: Role) -> str | list[dic
         elif role == "tool":
             raise ValidationError(
                 f"{part_path}.type", f"a tool result takes text parts, got {kind!r}"
+            )
+        elif kind not in _PART_TYPES[role]:
+            # Stored, it would be re-sent upstream with every later request, and refused there.
+            raise ValidationError(
+                f"{part_path}.type",
+                f"a {role} message takes parts of type {', '.join(sorted(_PART_TYPES[role]))}; "
+                f"got {kind!r}",
             )
         elif kind == "image_url":
             image = part.get("image_url")

@@ -38,8 +38,10 @@ class ServiceSettings:
     """The upstream's key; None: ``OPENAI_API_KEY`` (a local upstream may need none)."""
     upstream_timeout: float = 60.0
     """Seconds one upstream attempt may take."""
-    upstream_max_retries: int = 2
-    """The SDK's retries of an upstream call (429, 5xx, timeouts) before the error is returned."""
+    upstream_max_retries: int = 1
+    """The SDK's retries of an upstream call (429, 5xx, timeouts) before the error is returned:
+    a request waits at most ``upstream_timeout x (upstream_max_retries + 1)`` for its upstream
+    (120 s by default; with 2 retries a hung upstream held a request 183 s)."""
     gateway: GatewayConfig = field(default_factory=GatewayConfig)
     """Models, the default system prompt, the memory's settings."""
     profiles: Sequence[Profile] = ()
