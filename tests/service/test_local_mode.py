@@ -180,3 +180,26 @@ async def test_login_and_logout_refuse_another_sites_form_posts(
         login = await api.post("/ui/login", content="key=wm_x", headers=same)
         assert login.status_code == 401  # checked: an unknown key, not a refused origin
         assert (await api.post("/ui/logout", headers=same)).status_code == 303
+
+
+async def test_the_pages_cookie_is_a_session_that_logout_and_revocation_end(
+    gateway: wm.Gateway, sqlite: SQLiteStore
+) -> None:
+    created = await sqlite.create_api_key(tenant_id="acme")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    async with client(gateway) as api:
+        login = await api.post("/ui/login", content=f"key={created.secret}", headers=form)
+        assert login.status_code == 303
+        cookie = api.cookies.get("wm_session")
+        assert cookie is not None
+        assert cookie.startswith("wms_")
+        assert created.secret not in login.headers["set-cookie"]  # never the key itself
+        assert (await api.get("/ui/")).status_code == 200
+        await api.post("/ui/logout", headers=form)
+    async with client(gateway) as stale:
+        stale.cookies.set("wm_session", cookie)
+        assert (await stale.get("/ui/")).status_code == 303  # to the login form
+        relogin = await stale.post("/ui/login", content=f"key={created.secret}", headers=form)
+        assert relogin.status_code == 303
+        await sqlite.revoke_api_key(key_id=created.key.key_id)
+        assert (await stale.get("/ui/")).status_code == 303  # the key's sessions ended

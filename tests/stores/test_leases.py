@@ -32,3 +32,25 @@ async def test_an_expired_lease_is_taken_and_its_old_owner_cannot_renew_it(
     assert await store.claim_memory_update(**ids, owner="dead", ttl_seconds=-1)  # expired
     assert await store.claim_memory_update(**ids, owner="alive", ttl_seconds=60)
     assert not await store.renew_memory_update(**ids, owner="dead", ttl_seconds=60)
+
+
+async def test_a_page_session_lives_while_its_key_does(store: wm.Store, tenant: str) -> None:
+    created = await store.create_api_key(tenant_id=tenant)
+    token = await store.open_page_session(created.secret, ttl_seconds=60)
+    assert token is not None
+    assert token.startswith("wms_")
+    assert created.secret not in token
+    found = await store.find_page_session(token)
+    assert found is not None
+    assert found.tenant_id == tenant
+    assert await store.open_page_session("wm_not-a-key", ttl_seconds=60) is None
+    expired = await store.open_page_session(created.secret, ttl_seconds=-1)
+    assert expired is not None
+    assert await store.find_page_session(expired) is None
+    await store.close_page_session(token)
+    assert await store.find_page_session(token) is None
+    other = await store.open_page_session(created.secret, ttl_seconds=60)
+    assert other is not None
+    await store.revoke_api_key(key_id=created.key.key_id)
+    assert await store.find_page_session(other) is None  # revoking the key ends its sessions
+    assert await store.open_page_session(created.secret, ttl_seconds=60) is None

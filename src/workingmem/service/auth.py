@@ -3,9 +3,10 @@
     @router.get("/v1/threads")
     async def threads(tenant: Tenant) -> ...: ...
 
-The key comes from ``Authorization: Bearer <key>``, or from the ``wm_key`` cookie that the web
-page's login sets (HttpOnly, SameSite=Strict: another site's page cannot make a browser send
-it). Tenants come from keys and from nothing else a client sends.
+The key comes from ``Authorization: Bearer <key>``; the web page's login opens a server-side
+session instead and its ``wm_session`` cookie carries the session's token, never the key
+(HttpOnly, SameSite=Strict: another site's page cannot make a browser send it; logging out or
+revoking the key ends it). Tenants come from keys and from nothing else a client sends.
 """
 
 from __future__ import annotations
@@ -16,19 +17,33 @@ from fastapi import Depends, Request
 
 from .state import get_services
 
-__all__ = ["COOKIE", "Tenant", "presented_key", "request_tenant"]
+__all__ = [
+    "COOKIE",
+    "SESSION_SECONDS",
+    "Tenant",
+    "presented_key",
+    "presented_session",
+    "request_tenant",
+]
 
-COOKIE = "wm_key"
-"""The web page's session cookie: the API key itself, HttpOnly."""
+COOKIE = "wm_session"
+"""The web page's session cookie: a session's token (``wms_...``), HttpOnly."""
+SESSION_SECONDS = 12 * 3600
+"""How long a page session lasts: a working day."""
 
 
 def presented_key(request: Request) -> str | None:
-    """The key a request presents: the Bearer token, else the page's cookie."""
+    """The API key a request presents: its Bearer token."""
     header = request.headers.get("authorization")
     if header:
         scheme, _, token = header.strip().partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return token.strip()
+    return None
+
+
+def presented_session(request: Request) -> str | None:
+    """The page session a request presents: its cookie."""
     return request.cookies.get(COOKIE) or None
 
 
@@ -37,6 +52,7 @@ async def request_tenant(request: Request) -> str:
     services = get_services(request)
     return await services.tenant_for(
         presented_key(request),
+        session=presented_session(request),
         server=request.scope.get("server"),
         host=request.headers.get("host"),
     )

@@ -43,18 +43,24 @@ class Services:
         return self._keys_seen
 
     async def tenant_for(
-        self, secret: str | None, *, server: object, host: str | None = None
+        self,
+        secret: str | None,
+        *,
+        server: object,
+        host: str | None = None,
+        session: str | None = None,
     ) -> str:
         """The tenant of a request that presented `secret` (None for no key).
 
-        With keys: the key's tenant, else 401 (the Host is not checked: the key is what
-        proves who asks). Without: the local tenant, for a request that came in on loopback
-        *and* names a loopback Host (403 otherwise): a web page that reaches the server
-        through DNS rebinding names its own host. A key sent anyway is ignored, since an
+        With keys: the key's tenant (or, for the page, the key of its `session`), else 401
+        (the Host is not checked: the key is what proves who asks). Without: the local
+        tenant, for a request that came in on loopback *and* names a loopback Host (403
+        otherwise): a web page that reaches the server through DNS rebinding names its own
+        host. A key sent anyway is ignored, since an
         OpenAI client always sends one.
         """
         if await self.keys_required():
-            if not secret:
+            if not secret and not session:
                 raise ApiError(
                     401,
                     "missing API key: send the header 'Authorization: Bearer <key>' "
@@ -62,7 +68,11 @@ class Services:
                     code="missing_api_key",
                     headers=_AUTH_HEADERS,
                 )
-            key = await self.keys.find_api_key(secret)
+            if secret:
+                key = await self.keys.find_api_key(secret)
+            else:
+                assert session is not None
+                key = await self.keys.find_page_session(session)
             if key is None or not key.active:
                 raise ApiError(
                     401,

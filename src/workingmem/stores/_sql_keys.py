@@ -7,6 +7,7 @@ key = await store.find_api_key(created.secret)
 from __future__ import annotations
 
 import hmac
+import secrets
 
 from ..errors import NotFoundError
 from ..messages import check_id
@@ -14,6 +15,7 @@ from . import _rows
 from ._dialect import Dialect, Row
 from .keys import (
     HINT_CHARS,
+    SESSION_PREFIX,
     ApiKey,
     NewApiKey,
     check_key_id,
@@ -112,3 +114,45 @@ class SQLKeys:
     async def has_api_keys(self) -> bool:
         async with self._dialect.read() as session:
             return await session.row("SELECT 1 FROM api_keys LIMIT 1") is not None
+
+    async def open_page_session(self, secret: str, *, ttl_seconds: float) -> str | None:
+        key = await self.find_api_key(secret)
+        if key is None or not key.active:
+            return None
+        token = SESSION_PREFIX + secrets.token_urlsafe(32)
+        now = _rows.utcnow()
+        async with self._dialect.write() as session:
+            await session.run(
+                "INSERT INTO page_sessions (token_hash, key_id, created_at, expires_at) "
+                "VALUES (?, ?, ?, ?)",
+                (
+                    hash_secret(token),
+                    key.key_id,
+                    self._dialect.stamp(now),
+                    self._dialect.stamp(_rows.later(now, ttl_seconds)),
+                ),
+            )
+        return token
+
+    async def find_page_session(self, token: str) -> ApiKey | None:
+        if not isinstance(token, str) or not token.startswith(SESSION_PREFIX) or len(token) > 128:
+            return None
+        async with self._dialect.read() as session:
+            row = await session.row(
+                f"SELECT {', '.join('k.' + c.strip() for c in _COLUMNS.split(','))}, "
+                "s.expires_at FROM page_sessions AS s JOIN api_keys AS k ON k.key_id = s.key_id "
+                "WHERE s.token_hash = ?",
+                (hash_secret(token),),
+            )
+        if row is None or self._dialect.moment(row[6]) <= _rows.utcnow():
+            return None
+        key = self._key(row)
+        return key if key.active else None
+
+    async def close_page_session(self, token: str) -> None:
+        if not isinstance(token, str) or len(token) > 128:
+            return
+        async with self._dialect.write() as session:
+            await session.run(
+                "DELETE FROM page_sessions WHERE token_hash = ?", (hash_secret(token),)
+            )

@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 KEY_PREFIX = "wm_"
+SESSION_PREFIX = "wms_"
+"""The page's session tokens: another prefix, so a cookie is never mistaken for a key."""
 """Every secret starts with it, so a leaked key is recognisable (secret scanners, logs)."""
 
 HINT_CHARS = 7
@@ -149,4 +151,17 @@ class ApiKeyStore(Protocol):
 
     async def has_api_keys(self) -> bool:
         """True once any key was ever created (revoked ones count)."""
+        ...
+
+    async def open_page_session(self, secret: str, *, ttl_seconds: float) -> str | None:
+        """A new session of the web page for the key whose secret this is; its token (shown
+        once: only its hash is stored), or None when the key is unknown or revoked."""
+        ...
+
+    async def find_page_session(self, token: str) -> ApiKey | None:
+        """The key of a live session (not expired, its key still active); None otherwise."""
+        ...
+
+    async def close_page_session(self, token: str) -> None:
+        """Ends a session (logout); an unknown token changes nothing."""
         ...

@@ -7,8 +7,9 @@
 
 Server-rendered (Jinja2, autoescaped); the Forget button asks for confirmation, then calls
 ``DELETE /v1/threads/{thread_id}/memory`` and reloads. With API keys in the database the page
-needs one: the login form sets it as an HttpOnly, SameSite=Strict cookie (a Bearer header works
-too). Without keys, the page shows the local tenant.
+needs one: the login form opens a server-side session whose token is an HttpOnly,
+SameSite=Strict cookie (never the key; a Bearer header works too). Without keys, the page
+shows the local tenant.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ...errors import NotFoundError, ValidationError
-from ..auth import COOKIE, presented_key
+from ..auth import COOKIE, SESSION_SECONDS, presented_key, presented_session
 from ..errors import ApiError
 from ..state import Services, get_services
 from .threads import MAX_OFFSET, load_thread_memory
@@ -47,6 +48,7 @@ async def _tenant(request: Request, services: Services) -> str | Response:
     try:
         return await services.tenant_for(
             presented_key(request),
+            session=presented_session(request),
             server=request.scope.get("server"),
             host=request.headers.get("host"),
         )
@@ -131,14 +133,19 @@ async def login(request: Request) -> Response:
     raw = await request.body()
     fields = parse_qs(raw[:_MAX_FORM_BYTES].decode("utf-8", "replace"))
     secret = (fields.get("key") or [""])[0].strip()
-    key = await services.keys.find_api_key(secret) if secret else None
-    if key is None or not key.active:
+    token = (
+        await services.keys.open_page_session(secret, ttl_seconds=SESSION_SECONDS)
+        if secret
+        else None
+    )
+    if token is None:
         context = {"tenant": None, "error": "That key is unknown or was revoked."}
         return templates.TemplateResponse(request, "login.html", context, status_code=401)
     response = RedirectResponse("/ui/", status_code=303)
     response.set_cookie(
         COOKIE,
-        secret,
+        token,  # the session's, never the key: logging out or revoking the key ends it
+        max_age=SESSION_SECONDS,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -150,6 +157,9 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request) -> RedirectResponse:
     _same_origin(request)
+    token = presented_session(request)
+    if token:
+        await get_services(request).keys.close_page_session(token)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
