@@ -552,11 +552,16 @@ class Gateway:
         `NotFoundError` for an unknown thread or another tenant's.
         """
         plan = self.plan(profile)
-        thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
-        state = await self.memory.get_state(tenant_id=tenant_id, thread_id=thread_id)
+        if isinstance(self.memory, WorkingMemory):  # its state is the store's: one snapshot
+            thread, state, versions = await self.store.read_memory(
+                tenant_id=tenant_id, thread_id=thread_id
+            )
+        else:  # a host's memory keeps its own state
+            thread = await self.store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+            state = await self.memory.get_state(tenant_id=tenant_id, thread_id=thread_id)
+            versions = await self.store.list_memory_states(tenant_id=tenant_id, thread_id=thread_id)
         config = plan.memory
         strategy = config.strategy if config.enabled else None
-        versions = await self.store.list_memory_states(tenant_id=tenant_id, thread_id=thread_id)
         working = None
         agent = self.agent_memory
         if agent is not None and (agent.config.scope == "conversation" or thread.user_id):

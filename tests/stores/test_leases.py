@@ -54,3 +54,39 @@ async def test_a_page_session_lives_while_its_key_does(store: wm.Store, tenant: 
     await store.revoke_api_key(key_id=created.key.key_id)
     assert await store.find_page_session(other) is None  # revoking the key ends its sessions
     assert await store.open_page_session(created.secret, ttl_seconds=60) is None
+
+
+async def test_the_memory_read_is_one_snapshot_under_concurrent_updates(
+    store: wm.Store, tenant: str
+) -> None:
+    """The versions shown never run ahead of the state shown beside them (reads interleaved
+    with 40 writes; bounded)."""
+    from workingmem.stores.base import StateWrite
+
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hi")])
+
+    async def write(n: int) -> None:
+        for version in range(n):
+            await store.write_memory_state(
+                tenant_id=tenant,
+                thread_id="th",
+                write=StateWrite(
+                    expected_version=version,
+                    summary=f"v{version + 1}",
+                    facts=[],
+                    turn_count=1,
+                    reason="update",
+                ),
+            )
+
+    async def read(n: int) -> list[tuple[int, int]]:
+        seen = []
+        for _ in range(n):
+            _, state, versions = await store.read_memory(tenant_id=tenant, thread_id="th")
+            seen.append((state.version, versions[0].version if versions else 0))
+        return seen
+
+    import asyncio
+
+    _, seen = await asyncio.gather(write(40), read(120))
+    assert all(state == newest for state, newest in seen), seen

@@ -62,6 +62,11 @@ class Dialect(ABC):
         """A consistent read: one snapshot for all its statements."""
 
     @abstractmethod
+    def snapshot(self) -> AbstractAsyncContextManager[Session]:
+        """A read whose statements all see one snapshot of the database (what `read` promises
+        only where the database gives it for free)."""
+
+    @abstractmethod
     def stamp(self, moment: datetime) -> object:
         """A timestamp as the database stores it."""
 

@@ -435,6 +435,28 @@ class SQLThreads:
             )
         return [self._state(row) for row in rows]
 
+    async def read_memory(
+        self, *, tenant_id: str, thread_id: str, versions: int = 20
+    ) -> tuple[Thread, WorkingMemoryState, list[WorkingMemoryState]]:
+        """The thread, its memory state and the state's newest versions, from one snapshot:
+        the versions never run ahead of the state they are shown beside."""
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        _rows.check_page(versions, 0)
+        async with self._dialect.snapshot() as session:
+            row = await self._thread_row(session, tenant_id, thread_id)
+            found = await session.row(
+                "SELECT version, summary, facts, turn_count, updated_at FROM memory_states "
+                "WHERE thread_pk = ?",
+                (row[0],),
+            )
+            history = await session.rows(
+                "SELECT version, summary, facts, turn_count, created_at FROM memory_state_versions "
+                "WHERE thread_pk = ? ORDER BY version DESC LIMIT ?",
+                (row[0], versions),
+            )
+        state = WorkingMemoryState() if found is None else self._state(found)
+        return self._thread(row), state, [self._state(r) for r in history]
+
     async def claim_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:

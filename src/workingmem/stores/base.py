@@ -186,6 +186,13 @@ class MemoryStateStore(Protocol):
         """The state's versions, newest first (the history of summaries)."""
         ...
 
+    async def read_memory(
+        self, *, tenant_id: str, thread_id: str, versions: int = 20
+    ) -> tuple[Thread, WorkingMemoryState, list[WorkingMemoryState]]:
+        """The thread, its memory state and the state's newest `versions` versions (newest
+        first), read from one snapshot. `NotFoundError` for a missing thread."""
+        ...
+
     async def claim_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:

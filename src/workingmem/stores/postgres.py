@@ -117,6 +117,14 @@ class PostgresDialect(Dialect):
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL failed: {exc}") from exc
 
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[_Session]:
+        # REPEATABLE READ: every statement sees the snapshot of the first (a read-only
+        # transaction never fails to serialize).
+        async with self.write() as session:
+            await session.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield session
+
     def stamp(self, moment: datetime) -> object:
         return moment
 

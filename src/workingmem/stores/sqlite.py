@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -112,6 +112,9 @@ class SQLiteDialect(Dialect):
                 raise StoreError(f"SQLite failed: {exc}") from exc
             finally:
                 await db.execute("COMMIT")
+
+    def snapshot(self) -> AbstractAsyncContextManager[_Session]:
+        return self.read()  # a read transaction on the WAL reader is one snapshot already
 
     def stamp(self, moment: datetime) -> object:
         return moment.isoformat()
