@@ -15,9 +15,12 @@ with the same message answers it, without storing it twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -26,7 +29,7 @@ from .agent_memory import AgentMemory, AgentMemoryConfig
 from .background import BackgroundQueue
 from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
-from .errors import NotFoundError, ValidationError
+from .errors import ConflictError, NotFoundError, ValidationError
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .llm import (
     CallKind,
@@ -62,6 +65,10 @@ from .types import (
 __all__ = ["AnswerStream", "AskResult", "Gateway", "ResetResult", "ThreadMemory"]
 
 logger = logging.getLogger("workingmem.gateway")
+
+ASK_LOCK_SECONDS = 30.0
+"""How long a thread's ask lock lasts unless renewed (every third of it while an answer is
+made): the longest a crashed asker keeps a thread from being answered."""
 
 Review = Callable[[str], Awaitable[str]]
 """A human (or a rule) reviews the model's answer and returns the text to store."""
@@ -206,6 +213,8 @@ class Gateway:
         self.rewriter = QueryRewriter(
             llm=self.llm, store=store, templates=templates, config=self.config.working_memory
         )
+        self._turns: dict[tuple[str, str], asyncio.Lock] = {}
+        """The in-process ask locks of the threads being answered."""
         self._owns_queue = queue is None
         self.queue = queue or BackgroundQueue()
 
@@ -265,18 +274,19 @@ class Gateway:
             LLMError, UsageRefusedError: the upstream failed or was refused; the user turn
                 stays stored, and asking again with the same message (or messages) answers it.
         """
-        run = await self._begin(
-            tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
-        )
-        async for _ in self._answer(run, stream=False):
-            pass
-        answer = run.answer or ""
-        reviewed = False
-        if review is not None:
-            edited = await review(answer)
-            reviewed = edited != answer
-            answer = edited
-        return await self._finish(run, answer, reviewed=reviewed)
+        async with self._thread_turn(tenant_id, thread_id):
+            run = await self._begin(
+                tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
+            )
+            async for _ in self._answer(run, stream=False):
+                pass
+            answer = run.answer or ""
+            reviewed = False
+            if review is not None:
+                edited = await review(answer)
+                reviewed = edited != answer
+                answer = edited
+            return await self._finish(run, answer, reviewed=reviewed)
 
     def ask_stream(
         self,
@@ -293,15 +303,72 @@ class Gateway:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
         async def chunks() -> AsyncGenerator[str, None]:
-            run = await self._begin(
-                tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
-            )
-            async for text in self._answer(run, stream=True):
-                yield text
-            stream.result = await self._finish(run, run.answer or "", reviewed=False)
+            async with self._thread_turn(tenant_id, thread_id):
+                run = await self._begin(
+                    tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
+                )
+                async for text in self._answer(run, stream=True):
+                    yield text
+                stream.result = await self._finish(run, run.answer or "", reviewed=False)
 
         stream = AnswerStream(chunks())
         return stream
+
+    @asynccontextmanager
+    async def _thread_turn(self, tenant_id: str, thread_id: str) -> AsyncIterator[None]:
+        """One ask at a time per thread, across processes: held from the user turn's append to
+        the answer's, so every answer is built with its own question newest and stored right
+        after it. In-process askers queue on a lock; other processes' on the store's thread
+        lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
+        thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409)."""
+        key = (tenant_id, thread_id)
+        local = self._turns.setdefault(key, asyncio.Lock())
+        try:
+            async with local:
+                owner = uuid.uuid4().hex
+                deadline = time.monotonic() + self.config.busy_wait_seconds
+                delay = 0.01
+                while not await self.store.claim_thread(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    owner=owner,
+                    ttl_seconds=ASK_LOCK_SECONDS,
+                ):
+                    if time.monotonic() > deadline:
+                        raise ConflictError(
+                            f"thread {thread_id!r} is busy answering another message; "
+                            "ask again once that answer is in"
+                        )
+                    await asyncio.sleep(delay)  # another process holds it: a short backoff
+                    delay = min(delay * 2, 0.25)
+                renewing = asyncio.create_task(self._renew_turn(tenant_id, thread_id, owner))
+                try:
+                    yield
+                finally:
+                    renewing.cancel()
+                    with suppress(asyncio.CancelledError):
+                        await renewing
+                    await asyncio.shield(
+                        self.store.release_thread(
+                            tenant_id=tenant_id, thread_id=thread_id, owner=owner
+                        )
+                    )
+        finally:
+            if not local.locked() and self._turns.get(key) is local:
+                del self._turns[key]  # nobody waits: the map holds busy threads only
+
+    async def _renew_turn(self, tenant_id: str, thread_id: str, owner: str) -> None:
+        while True:
+            await asyncio.sleep(ASK_LOCK_SECONDS / 3)
+            with suppress(Exception):  # a failed renewal: the next one tries again
+                if not await self.store.renew_thread(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    owner=owner,
+                    ttl_seconds=ASK_LOCK_SECONDS,
+                ):
+                    logger.warning("thread %r: the ask lock expired while held", thread_id)
+                    return
 
     async def _begin(
         self,

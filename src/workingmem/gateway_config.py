@@ -64,6 +64,9 @@ class GatewayConfig(Settings):
     """The window of a model not listed in `models`."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     """The system prompt template when a profile has none; ``{memory}`` receives the memory."""
+    busy_wait_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """How long an ask waits for the thread's earlier ask to be answered before it is a
+    `ConflictError` (409): one ask at a time per thread, across processes."""
     max_tool_rounds: int = Field(default=4, ge=0, le=32)
     """How many rounds of working-memory tool calls one answer may take."""
     working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)

@@ -90,3 +90,18 @@ async def test_the_memory_read_is_one_snapshot_under_concurrent_updates(
 
     _, seen = await asyncio.gather(write(40), read(120))
     assert all(state == newest for state, newest in seen), seen
+
+
+async def test_the_ask_lock_of_a_thread_needs_no_thread_and_frees_when_it_expires(
+    store: wm.Store, tenant: str
+) -> None:
+    ids = {"tenant_id": tenant, "thread_id": "not-yet-created"}
+    assert await store.claim_thread(**ids, owner="a", ttl_seconds=60)
+    assert not await store.claim_thread(**ids, owner="b", ttl_seconds=60)
+    assert await store.renew_thread(**ids, owner="a", ttl_seconds=60)
+    assert not await store.renew_thread(**ids, owner="b", ttl_seconds=60)
+    await store.release_thread(**ids, owner="a")
+    assert await store.claim_thread(**ids, owner="crashed", ttl_seconds=-1)  # died holding it
+    assert await store.claim_thread(**ids, owner="b", ttl_seconds=60)
+    other = {"tenant_id": f"{tenant}-other", "thread_id": "not-yet-created"}
+    assert await store.claim_thread(**other, owner="c", ttl_seconds=60)  # tenants apart

@@ -457,6 +457,48 @@ class SQLThreads:
         state = WorkingMemoryState() if found is None else self._state(found)
         return self._thread(row), state, [self._state(r) for r in history]
 
+    async def claim_thread(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        now = _rows.utcnow()
+        async with self._dialect.write() as session:
+            claimed = await session.run(
+                "INSERT INTO thread_locks (tenant_id, thread_id, owner, expires_at) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO UPDATE SET "
+                "owner = excluded.owner, expires_at = excluded.expires_at "
+                "WHERE thread_locks.expires_at < ?",
+                (
+                    tenant_id,
+                    thread_id,
+                    owner,
+                    self._dialect.stamp(_rows.later(now, ttl_seconds)),
+                    self._dialect.stamp(now),
+                ),
+            )
+        return claimed == 1
+
+    async def renew_thread(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        expires = self._dialect.stamp(_rows.later(_rows.utcnow(), ttl_seconds))
+        async with self._dialect.write() as session:
+            renewed = await session.run(
+                "UPDATE thread_locks SET expires_at = ? WHERE tenant_id = ? AND thread_id = ? "
+                "AND owner = ?",
+                (expires, tenant_id, thread_id, owner),
+            )
+        return renewed == 1
+
+    async def release_thread(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.write() as session:
+            await session.run(
+                "DELETE FROM thread_locks WHERE tenant_id = ? AND thread_id = ? AND owner = ?",
+                (tenant_id, thread_id, owner),
+            )
+
     async def claim_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:

@@ -186,6 +186,23 @@ class MemoryStateStore(Protocol):
         """The state's versions, newest first (the history of summaries)."""
         ...
 
+    async def claim_thread(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        """Takes the thread's ask lock for `owner` unless another holds an unexpired one (the
+        thread need not exist yet): one question answered at a time, across processes."""
+        ...
+
+    async def renew_thread(
+        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
+    ) -> bool:
+        """Extends `owner`'s ask lock; False when `owner` holds it no more."""
+        ...
+
+    async def release_thread(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
+        """Gives the ask lock back, if `owner` still holds it."""
+        ...
+
     async def read_memory(
         self, *, tenant_id: str, thread_id: str, versions: int = 20
     ) -> tuple[Thread, WorkingMemoryState, list[WorkingMemoryState]]:
