@@ -31,6 +31,7 @@ from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .errors import ConflictError, NotFoundError, ValidationError
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
+from .leases import keep_renewed
 from .llm import (
     CallKind,
     CallMeta,
@@ -341,7 +342,18 @@ class Gateway:
                         )
                     await asyncio.sleep(delay)  # another process holds it: a short backoff
                     delay = min(delay * 2, 0.25)
-                renewing = asyncio.create_task(self._renew_turn(tenant_id, thread_id, owner))
+                renewing = asyncio.create_task(
+                    keep_renewed(
+                        lambda: self.store.renew_thread(
+                            tenant_id=tenant_id,
+                            thread_id=thread_id,
+                            owner=owner,
+                            ttl_seconds=ASK_LOCK_SECONDS,
+                        ),
+                        seconds=ASK_LOCK_SECONDS,
+                        what=f"ask lock of thread {thread_id!r}",
+                    )
+                )
                 try:
                     yield
                 finally:
@@ -356,19 +368,6 @@ class Gateway:
         finally:
             if not local.locked() and self._turns.get(key) is local:
                 del self._turns[key]  # nobody waits: the map holds busy threads only
-
-    async def _renew_turn(self, tenant_id: str, thread_id: str, owner: str) -> None:
-        while True:
-            await asyncio.sleep(ASK_LOCK_SECONDS / 3)
-            with suppress(Exception):  # a failed renewal: the next one tries again
-                if not await self.store.renew_thread(
-                    tenant_id=tenant_id,
-                    thread_id=thread_id,
-                    owner=owner,
-                    ttl_seconds=ASK_LOCK_SECONDS,
-                ):
-                    logger.warning("thread %r: the ask lock expired while held", thread_id)
-                    return
 
     async def _begin(
         self,

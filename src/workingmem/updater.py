@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from .config import WorkingMemoryConfig
 from .errors import ConflictError
+from .leases import keep_renewed
 from .llm import CallKind, CallMeta, LLMError, UsageRefusedError
 from .stores.base import StateWrite, ThreadStore
 from .strategies import update_due
@@ -84,7 +85,18 @@ class SummaryUpdater:
         )
         if not claimed:
             return UpdateReport(tenant_id, thread_id, UpdateOutcome.BUSY, "another updater runs")
-        renewing = asyncio.create_task(self._renew(tenant_id, thread_id, owner))
+        renewing = asyncio.create_task(
+            keep_renewed(
+                lambda: self.store.renew_memory_update(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    owner=owner,
+                    ttl_seconds=self.lease_seconds,
+                ),
+                seconds=self.lease_seconds,
+                what=f"update lease of thread {thread_id!r}",
+            )
+        )
         try:
             return await self._run_claimed(tenant_id, thread_id, config, call_meta)
         finally:
@@ -94,25 +106,6 @@ class SummaryUpdater:
             await self.store.release_memory_update(
                 tenant_id=tenant_id, thread_id=thread_id, owner=owner
             )
-
-    async def _renew(self, tenant_id: str, thread_id: str, owner: str) -> None:
-        """Keeps the lease while this updater works, a third of its time before it expires:
-        a crashed updater's lease runs out within `lease_seconds`, a live one's never does."""
-        while True:
-            await asyncio.sleep(self.lease_seconds / 3)
-            try:
-                held = await self.store.renew_memory_update(
-                    tenant_id=tenant_id,
-                    thread_id=thread_id,
-                    owner=owner,
-                    ttl_seconds=self.lease_seconds,
-                )
-            except Exception:  # a failed renewal is the compare-and-set's to catch
-                logger.warning("thread %r: the update lease could not be renewed", thread_id)
-                continue
-            if not held:  # expired and taken: the write's compare-and-set decides
-                logger.warning("thread %r: the update lease was lost", thread_id)
-                return
 
     async def _due(self, tenant_id: str, thread_id: str, config: WorkingMemoryConfig) -> bool:
         """A read-only look first: most calls find nothing due and need no lease (a write)."""

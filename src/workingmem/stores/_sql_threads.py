@@ -9,7 +9,7 @@ workers never give two turns the same seq and a state's compare-and-set cannot i
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
@@ -461,84 +461,90 @@ class SQLThreads:
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        now = _rows.utcnow()
         async with self._dialect.write() as session:
-            claimed = await session.run(
-                "INSERT INTO thread_locks (tenant_id, thread_id, owner, expires_at) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO UPDATE SET "
-                "owner = excluded.owner, expires_at = excluded.expires_at "
-                "WHERE thread_locks.expires_at < ?",
-                (
-                    tenant_id,
-                    thread_id,
-                    owner,
-                    self._dialect.stamp(_rows.later(now, ttl_seconds)),
-                    self._dialect.stamp(now),
-                ),
-            )
-        return claimed == 1
+            keys = {"tenant_id": tenant_id, "thread_id": thread_id}
+            return await self._claim(session, "thread_locks", keys, owner, ttl_seconds)
 
     async def renew_thread(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        expires = self._dialect.stamp(_rows.later(_rows.utcnow(), ttl_seconds))
         async with self._dialect.write() as session:
-            renewed = await session.run(
-                "UPDATE thread_locks SET expires_at = ? WHERE tenant_id = ? AND thread_id = ? "
-                "AND owner = ?",
-                (expires, tenant_id, thread_id, owner),
-            )
-        return renewed == 1
+            keys = {"tenant_id": tenant_id, "thread_id": thread_id}
+            return await self._renew(session, "thread_locks", keys, owner, ttl_seconds)
 
     async def release_thread(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:
-            await session.run(
-                "DELETE FROM thread_locks WHERE tenant_id = ? AND thread_id = ? AND owner = ?",
-                (tenant_id, thread_id, owner),
-            )
+            keys = {"tenant_id": tenant_id, "thread_id": thread_id}
+            await self._release(session, "thread_locks", keys, owner)
 
     async def claim_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        now = _rows.utcnow()
         async with self._dialect.write() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            claimed = await session.run(
-                "INSERT INTO memory_leases (thread_pk, owner, expires_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (thread_pk) DO UPDATE SET owner = excluded.owner, "
-                "expires_at = excluded.expires_at WHERE memory_leases.expires_at < ?",
-                (
-                    pk,
-                    owner,
-                    self._dialect.stamp(_rows.later(now, ttl_seconds)),
-                    self._dialect.stamp(now),
-                ),
+            return await self._claim(
+                session, "memory_leases", {"thread_pk": pk}, owner, ttl_seconds
             )
-        return claimed == 1
 
     async def renew_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        now = _rows.utcnow()
         async with self._dialect.write() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            renewed = await session.run(
-                "UPDATE memory_leases SET expires_at = ? WHERE thread_pk = ? AND owner = ?",
-                (self._dialect.stamp(_rows.later(now, ttl_seconds)), pk, owner),
+            return await self._renew(
+                session, "memory_leases", {"thread_pk": pk}, owner, ttl_seconds
             )
-        return renewed == 1
 
     async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            await session.run(
-                "DELETE FROM memory_leases WHERE thread_pk = ? AND owner = ?", (pk, owner)
-            )
+            await self._release(session, "memory_leases", {"thread_pk": pk}, owner)
+
+    # A lease: a row per key with its owner and expiry, in `thread_locks` or `memory_leases`
+    # (names of this module, never input); taking one is an upsert that wins only over an
+    # expired row, so of two claimers one gets it.
+
+    async def _claim(
+        self, session: Session, table: str, keys: Mapping[str, object], owner: str, ttl: float
+    ) -> bool:
+        now = _rows.utcnow()
+        columns = ", ".join(keys)
+        claimed = await session.run(
+            f"INSERT INTO {table} ({columns}, owner, expires_at) VALUES "
+            f"({', '.join('?' * (len(keys) + 2))}) ON CONFLICT ({columns}) DO UPDATE SET "
+            f"owner = excluded.owner, expires_at = excluded.expires_at "
+            f"WHERE {table}.expires_at < ?",
+            (
+                *keys.values(),
+                owner,
+                self._dialect.stamp(_rows.later(now, ttl)),
+                self._dialect.stamp(now),
+            ),
+        )
+        return claimed == 1
+
+    async def _renew(
+        self, session: Session, table: str, keys: Mapping[str, object], owner: str, ttl: float
+    ) -> bool:
+        where = " AND ".join(f"{column} = ?" for column in keys)
+        renewed = await session.run(
+            f"UPDATE {table} SET expires_at = ? WHERE {where} AND owner = ?",
+            (self._dialect.stamp(_rows.later(_rows.utcnow(), ttl)), *keys.values(), owner),
+        )
+        return renewed == 1
+
+    async def _release(
+        self, session: Session, table: str, keys: Mapping[str, object], owner: str
+    ) -> None:
+        where = " AND ".join(f"{column} = ?" for column in keys)
+        await session.run(
+            f"DELETE FROM {table} WHERE {where} AND owner = ?", (*keys.values(), owner)
+        )
 
 
 def _turn_rows(
