@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -214,8 +215,10 @@ class Gateway:
         self.rewriter = QueryRewriter(
             llm=self.llm, store=store, templates=templates, config=self.config.working_memory
         )
-        self._turns: dict[tuple[str, str], asyncio.Lock] = {}
-        """The in-process ask locks of the threads being answered."""
+        self._turns: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        """The in-process ask locks of the threads being asked now (gone with their askers)."""
         self._owns_queue = queue is None
         self.queue = queue or BackgroundQueue()
 
@@ -275,9 +278,10 @@ class Gateway:
             LLMError, UsageRefusedError: the upstream failed or was refused; the user turn
                 stays stored, and asking again with the same message (or messages) answers it.
         """
+        request = self._checked_request(message, messages)  # before any lock or write
         async with self._thread_turn(tenant_id, thread_id):
             run = await self._begin(
-                tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
+                tenant_id, thread_id, request, user_id, profile, system_prompt, model
             )
             async for _ in self._answer(run, stream=False):
                 pass
@@ -304,9 +308,10 @@ class Gateway:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
         async def chunks() -> AsyncGenerator[str, None]:
+            request = self._checked_request(message, messages)
             async with self._thread_turn(tenant_id, thread_id):
                 run = await self._begin(
-                    tenant_id, thread_id, message, messages, user_id, profile, system_prompt, model
+                    tenant_id, thread_id, request, user_id, profile, system_prompt, model
                 )
                 async for text in self._answer(run, stream=True):
                     yield text
@@ -322,66 +327,65 @@ class Gateway:
         after it. In-process askers queue on a lock; other processes' on the store's thread
         lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
         thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409)."""
-        key = (tenant_id, thread_id)
-        local = self._turns.setdefault(key, asyncio.Lock())
-        try:
-            async with local:
-                owner = uuid.uuid4().hex
-                deadline = time.monotonic() + self.config.busy_wait_seconds
-                delay = 0.01
-                while not await self.store.claim_thread(
-                    tenant_id=tenant_id,
-                    thread_id=thread_id,
-                    owner=owner,
-                    ttl_seconds=ASK_LOCK_SECONDS,
-                ):
-                    if time.monotonic() > deadline:
-                        raise ConflictError(
-                            f"thread {thread_id!r} is busy answering another message; "
-                            "ask again once that answer is in"
-                        )
-                    await asyncio.sleep(delay)  # another process holds it: a short backoff
-                    delay = min(delay * 2, 0.25)
-                renewing = asyncio.create_task(
-                    keep_renewed(
-                        lambda: self.store.renew_thread(
-                            tenant_id=tenant_id,
-                            thread_id=thread_id,
-                            owner=owner,
-                            ttl_seconds=ASK_LOCK_SECONDS,
-                        ),
-                        seconds=ASK_LOCK_SECONDS,
-                        what=f"ask lock of thread {thread_id!r}",
+        local = self._turns.setdefault((tenant_id, thread_id), asyncio.Lock())
+        # The lock lives while an asker holds a reference to it (a weak map).
+        async with local:
+            owner = uuid.uuid4().hex
+            deadline = time.monotonic() + self.config.busy_wait_seconds
+            delay = 0.01
+            while not await self.store.claim_thread(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                owner=owner,
+                ttl_seconds=ASK_LOCK_SECONDS,
+            ):
+                if time.monotonic() > deadline:
+                    raise ConflictError(
+                        f"thread {thread_id!r} is busy answering another message; "
+                        "ask again once that answer is in"
                     )
+                await asyncio.sleep(delay)  # another process holds it: a short backoff
+                delay = min(delay * 2, 0.25)
+            renewing = asyncio.create_task(
+                keep_renewed(
+                    lambda: self.store.renew_thread(
+                        tenant_id=tenant_id,
+                        thread_id=thread_id,
+                        owner=owner,
+                        ttl_seconds=ASK_LOCK_SECONDS,
+                    ),
+                    seconds=ASK_LOCK_SECONDS,
+                    what=f"ask lock of thread {thread_id!r}",
                 )
-                try:
-                    yield
-                finally:
-                    renewing.cancel()
-                    with suppress(asyncio.CancelledError):
-                        await renewing
-                    await asyncio.shield(
-                        self.store.release_thread(
-                            tenant_id=tenant_id, thread_id=thread_id, owner=owner
-                        )
-                    )
-        finally:
-            if not local.locked() and self._turns.get(key) is local:
-                del self._turns[key]  # nobody waits: the map holds busy threads only
+            )
+            try:
+                yield
+            finally:
+                renewing.cancel()
+                with suppress(asyncio.CancelledError):
+                    await renewing
+                await asyncio.shield(
+                    self.store.release_thread(tenant_id=tenant_id, thread_id=thread_id, owner=owner)
+                )
+
+    def _checked_request(
+        self, message: str | Message | None, messages: Sequence[Message | NativeItem] | None
+    ) -> _Request:
+        """The request's turns, validated once; a ValidationError before anything is locked
+        or written."""
+        self._require_model()
+        return _request_turns(message, messages)
 
     async def _begin(
         self,
         tenant_id: str,
         thread_id: str,
-        message: str | Message | None,
-        messages: Sequence[Message | NativeItem] | None,
+        request: _Request,
         user_id: str | None,
         profile: Profile | str | None,
         system_prompt: str | None,
         model: str | None,
     ) -> _Run:
-        self._require_model()
-        request = _request_turns(message, messages)
         run = _Run(
             tenant_id=tenant_id,
             thread_id=thread_id,
@@ -420,23 +424,22 @@ class Gateway:
         self,
         tenant_id: str,
         thread_id: str,
-        request: Sequence[Message | NativeItem],
+        request: _Request,
         model: ModelInfo,
     ) -> Sequence[Message | NativeItem]:
         """The request's turns the thread does not end with yet (the overlap rule): a retry
         after a failed upstream call, or a client that resends the history, stores nothing
         twice. One read of the thread's newest turns."""
-        views, _ = normalize_turns(request)
         try:
             tail = await self.store.read_tail(
                 tenant_id=tenant_id,
                 thread_id=thread_id,
                 tokenizer=tokenizer_for(model),
-                limit=len(views),
+                limit=len(request.views),
             )
         except NotFoundError:
-            return request
-        return request[overlap([t.message for t in tail.turns], views) :]
+            return request.items
+        return request.items[overlap([t.message for t in tail.turns], request.views) :]
 
     def _tools(self, user_id: str | None) -> list[dict[str, Any]]:
         agent = self.agent_memory
@@ -745,18 +748,26 @@ def _user_message(message: str | Message) -> Message:
     raise ValidationError("message", "must be the user's text or a user message dict")
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A request's turns as given (native items kept) and their validated chat views."""
+
+    items: list[Message | NativeItem]
+    views: list[Message]
+
+
 def _request_turns(
     message: str | Message | None, messages: Sequence[Message | NativeItem] | None
-) -> list[Message | NativeItem]:
+) -> _Request:
     """The request's turns: `message` alone, or `messages`, whose last must be the user's."""
     if (message is None) == (messages is None):
         raise ValidationError("message", "give either message or messages")
-    if message is not None:
-        return [_user_message(message)]
-    assert messages is not None
-    views, _ = normalize_turns(messages)
+    items: list[Message | NativeItem] = (
+        [_user_message(message)] if message is not None else list(messages or ())
+    )
+    views, _ = normalize_turns(items, "message" if message is not None else "messages")
     if not views or views[-1]["role"] != "user":
         raise ValidationError(
             "messages", "the last message must be the user's: it is the turn the model answers"
         )
-    return list(messages)
+    return _Request(items=items, views=views)

@@ -40,6 +40,7 @@ __all__ = [
     "PlannedTurn",
     "bounded",
     "check_id",
+    "depth",
     "dumps_message",
     "normalize_messages",
     "normalize_turns",
@@ -103,11 +104,12 @@ _FORMAT = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """Where a stored turn came from: its format and its original item as JSON text (None
-    when the chat view is the original)."""
+    """Where a stored turn came from: its format and its original item, as given and as the
+    JSON text the store keeps (both None when the chat view is the original)."""
 
     format: str = CHAT_FORMAT
-    item: str | None = None
+    item: dict[str, Any] | None = None
+    text: str | None = None
 
 
 def normalize_turns(
@@ -144,7 +146,7 @@ def _origin(format: object, item: object, path: str) -> Origin:
         )
     if not isinstance(item, dict):
         raise ValidationError(f"{path}.item", f"must be a JSON object, got {type(item).__name__}")
-    if _depth(item) > MAX_DEPTH:
+    if depth(item) > MAX_DEPTH:
         raise ValidationError(f"{path}.item", f"nests deeper than {MAX_DEPTH} levels")
     try:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -152,7 +154,7 @@ def _origin(format: object, item: object, path: str) -> Origin:
         raise ValidationError(f"{path}.item", f"is not JSON: {exc}") from exc
     if len(text.encode("utf-8")) > MAX_MESSAGE_BYTES:
         raise ValidationError(f"{path}.item", f"is over {MAX_MESSAGE_BYTES} bytes as JSON")
-    return Origin(format=format, item=text)
+    return Origin(format=format, item=item, text=text)
 
 
 def _checked_sequence(messages: object, field_name: str) -> Sequence[object]:
@@ -236,7 +238,7 @@ def _normalize_content(content: object, path: str, role: Role) -> str | list[dic
         part_path = f"{path}[{i}]"
         if not isinstance(part, dict):
             raise ValidationError(part_path, f"must be a part dict, got {type(part).__name__}")
-        if _depth(part) > MAX_DEPTH:
+        if depth(part) > MAX_DEPTH:
             raise ValidationError(part_path, f"nests deeper than {MAX_DEPTH} levels")
         kind = part.get("type")
         if not isinstance(kind, str) or not kind:
@@ -392,7 +394,7 @@ def overlap(stored: Sequence[Message], request: Sequence[Message]) -> int:
     return 0
 
 
-def _depth(value: object, limit: int = MAX_DEPTH + 1) -> int:
+def depth(value: object, limit: int = MAX_DEPTH + 3) -> int:
     """How deeply `value` nests dicts and lists, counted up to `limit` (no deeper walk)."""
     deepest, stack = 0, [(value, 1)]
     while stack:

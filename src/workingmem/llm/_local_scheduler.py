@@ -265,7 +265,9 @@ class Scheduler:
 
     def start(self) -> WorkerInfo:
         """Starts the worker now (blocking) and says what it found."""
-        return self._ensure_worker().info or _unknown(self._worker)
+        info = self._ensure_worker().info
+        assert info is not None  # set before a worker is handed out
+        return info
 
     def close(self) -> None:
         """Blocking: waits for the queued jobs, then ends the worker and the driver."""
@@ -419,10 +421,6 @@ def _completion(fields: dict[str, Any]) -> Completion:
         model=LOCAL_MODEL,
         finish_reason=fields.get("finish_reason"),
     )
-
-
-def _unknown(worker: _Worker | None) -> WorkerInfo:  # pragma: no cover - info is set on start
-    return WorkerInfo(pid=worker.pid if worker else 0, llama_cpp_version="", system_info="")
 
 
 def _pipe(stream: IO[bytes] | None) -> IO[bytes]:

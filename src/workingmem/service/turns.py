@@ -1,8 +1,7 @@
 """A chat-completion request as new turns of a thread.
 
     turns = plan_turns(body)       # 400 for what the service does not support
-    await gateway.ask(..., messages=[*turns.earlier, turns.last],
-                      system_prompt=turns.system_prompt)
+    await gateway.ask(..., messages=turns.messages, system_prompt=turns.system_prompt)
 
 The request's messages: an optional leading system (or developer) message, which replaces the
 profile's system prompt for this call (the memory is still added to it), then user and
@@ -33,10 +32,9 @@ class NewTurns:
 
     system_prompt: str | None
     """The leading system message's text; None keeps the profile's prompt."""
-    earlier: list[Message]
-    """Turns stored before the last one (validated)."""
-    last: Message
-    """The user turn the model answers (validated)."""
+    messages: list[Message]
+    """The turns after the system message (validated), the user's last: what the gateway's
+    overlap rule reads."""
 
 
 def _unsupported(message: str, param: str) -> ApiError:
@@ -70,7 +68,7 @@ def _system_text(message: Message) -> str:
 
 
 def plan_turns(body: ChatCompletionRequest) -> NewTurns:
-    """Checks the request's messages and splits them: system prompt, earlier turns, last."""
+    """Checks the request's messages and splits off the system prompt."""
     _refuse_unsupported(body)
     messages: list[Message] = [m.model_dump(exclude_none=True) for m in body.messages]
     offset, system = 0, None
@@ -101,7 +99,7 @@ def plan_turns(body: ChatCompletionRequest) -> NewTurns:
             code="invalid_value",
             param="messages",
         )
-    return NewTurns(system_prompt=system, earlier=clean[:-1], last=clean[-1])
+    return NewTurns(system_prompt=system, messages=clean)
 
 
 def _normalized(message: Message, index: int) -> Message:

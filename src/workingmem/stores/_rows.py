@@ -19,6 +19,7 @@ from ..messages import (
     PlannedTurn,
     bounded,
     check_id,
+    depth,
     dumps_message,
     plan_units,
 )
@@ -58,9 +59,11 @@ def check_scope(tenant_id: object, thread_id: object) -> tuple[str, str]:
 
 def loads_message(text: str) -> Message:
     """A stored message. One an older version stored nested deeper than today's limit is read
-    with the excess replaced (the count of brackets rules most messages out at C speed)."""
+    with the excess replaced. Brackets counted at C speed rule most messages out; a walk that
+    stops at the limit rules out the rest (braces inside strings: code, JSON arguments); only a
+    message really too deep is copied."""
     message: Message = json.loads(text)
-    if text.count("{") + text.count("[") > MAX_DEPTH:
+    if text.count("{") + text.count("[") > MAX_DEPTH and depth(message) > MAX_DEPTH + 2:
         message = bounded(message, MAX_DEPTH + 2)  # the message and its content list
     return message
 

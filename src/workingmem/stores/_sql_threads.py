@@ -123,7 +123,7 @@ class SQLThreads:
                 seq=t.seq,
                 created_at=now,
                 format=origin.format,
-                item=_rows.loads_item(origin.item),
+                item=origin.item,
             )
             for t, origin in zip(prepared.turns, origins, strict=True)
         ]
@@ -160,7 +160,7 @@ class SQLThreads:
         clean, origins = normalize_turns(messages)
         planned = plan_units(None, clean, first_seq=1)  # the whole thread must be valid
         texts = [dumps_message(turn.message) for turn in planned]
-        wanted = [(text, o.format, o.item) for text, o in zip(texts, origins, strict=True)]
+        wanted = [(text, o.format, o.text) for text, o in zip(texts, origins, strict=True)]
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
         async with self._dialect.write() as session:
@@ -557,6 +557,6 @@ def _turn_rows(
 ) -> list[tuple[object, ...]]:
     """The rows of `_INSERT_TURN` for planned turns, their chat text and their origin."""
     return [
-        (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp, o.format, o.item)
+        (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp, o.format, o.text)
         for t, text, o in zip(turns, texts, origins, strict=True)
     ]

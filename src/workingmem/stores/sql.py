@@ -28,11 +28,6 @@ class SQLStore(SQLThreads, SQLDocuments, SQLKeys):
     def __init__(self, dialect: Dialect) -> None:
         self._dialect = dialect
 
-    @property
-    def dialect(self) -> str:
-        """``sqlite`` or ``postgres``."""
-        return self._dialect.name
-
     async def aclose(self) -> None:
         """Closes the connections; the store is unusable afterwards."""
         await self._dialect.aclose()

@@ -20,7 +20,6 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...messages import check_id
-from ...types import Message
 from ..auth import Tenant
 from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..errors import ApiError
@@ -88,12 +87,11 @@ async def chat_completions(
     headers = {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    messages: list[Message] = [*turns.earlier, turns.last]
     if body.stream:
         stream = gateway.ask_stream(
             tenant_id=tenant,
             thread_id=thread_id,
-            messages=messages,
+            messages=turns.messages,
             user_id=user_id,
             profile=profile,
             system_prompt=turns.system_prompt,
@@ -117,7 +115,7 @@ async def chat_completions(
             gateway.ask(
                 tenant_id=tenant,
                 thread_id=thread_id,
-                messages=messages,
+                messages=turns.messages,
                 user_id=user_id,
                 profile=profile,
                 system_prompt=turns.system_prompt,
