@@ -147,8 +147,8 @@ async def test_working_memory_tools_are_offered_run_and_stored(
         roles = [t.role for t in await store.list_turns(tenant_id=tenant, thread_id="th")]
         assert roles == ["user", "assistant", "tool", "assistant"]
         memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
-        assert memory.working_memory == "# User\n- Name: Ada\n"
-        await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th", working_memory=True)
+        assert memory.agent_memory == memory.working_memory == "# User\n- Name: Ada\n"
+        await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th", agent_memory=True)
         after = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
         assert after.working_memory is None
         assert gateway.agent_memory is not None
@@ -481,8 +481,9 @@ async def test_reset_says_what_it_cleared_and_report_hooks_chain(
         both = await gateway.reset_thread_memory(
             tenant_id=tenant, thread_id="th", working_memory=True
         )
-    assert (plain.summary_cleared, plain.working_memory_cleared) == (True, False)
-    assert both.working_memory_cleared
+    assert (plain.summary_cleared, plain.agent_memory_cleared) == (True, False)
+    assert both.agent_memory_cleared
+    assert both.working_memory_cleared  # spec 003's name for the same thing
 
 
 async def test_an_answer_too_large_to_store_is_the_upstreams_fault(

@@ -106,7 +106,7 @@ async def test_a_due_update_writes_summary_and_facts_with_their_turns(
     assert state.turn_count == 5
     assert "through turn 5" in state.summary
     assert state.facts == ["please remember that my locker number is 1"]
-    assert (state.fact_details[0].first_turn, state.fact_details[0].last_turn) == (1, 1)
+    assert (state.facts[0].first_turn, state.facts[0].last_turn) == (1, 1)
 
     loaded = await memory.load(
         tenant_id=tenant, thread_id="th", model=GPT4O, profile=DEFAULT_PROFILE, budget_tokens=4000

@@ -238,7 +238,7 @@ def _print_demo(
     notes = summary.loaded.notes if summary.loaded is not None else ""
     table.add_row("notes", "—", escape(notes) or "— (no summary yet)")
     console.print(table)
-    facts = result.state.fact_details
+    facts = result.state.facts
     console.print(f"Facts stored ({len(facts)}):")
     for fact in facts:
         where = f" [dim](turns {fact.first_turn}-{fact.last_turn})[/]" if fact.first_turn else ""
@@ -618,17 +618,17 @@ def threads_show(
         console.print(f"Window: {memory.window_tokens} of {memory.budget_tokens} tokens.")
     console.print(f"Summary (covers {_count(state.turn_count, 'turn')}, version {state.version}):")
     console.print(escape(state.summary) if state.summary else "  (none)")
-    if state.fact_details or state.facts:
+    if state.facts:
         facts = Table(title="Facts")
         facts.add_column("turns")
         facts.add_column("fact")
-        for fact in state.fact_details:
+        for fact in state.facts:
             span = "" if fact.first_turn is None else f"{fact.first_turn}-{fact.last_turn}"
             facts.add_row(span, escape(fact.text))
         console.print(facts)
-    if memory.working_memory:
+    if memory.agent_memory:
         console.print("Working memory:")
-        console.print(escape(memory.working_memory))
+        console.print(escape(memory.agent_memory))
     if turns:
         table = Table(title=f"Newest {len(turns)} messages")
         table.add_column("seq")

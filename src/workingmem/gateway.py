@@ -102,9 +102,14 @@ class ResetResult:
 
     thread_id: str
     summary_cleared: bool = True
-    """The summary and facts are gone (always: a reset is a forget)."""
-    working_memory_cleared: bool = False
-    """The conversation's agent memory and its versions were erased too."""
+    """The thread memory's summary and facts are gone (always: a reset is a forget)."""
+    agent_memory_cleared: bool = False
+    """The conversation's agent memory (spec 003) and its versions were erased too."""
+
+    @property
+    def working_memory_cleared(self) -> bool:
+        """`agent_memory_cleared`, by the name spec 003's REST field gives it."""
+        return self.agent_memory_cleared
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +124,17 @@ class ThreadMemory:
     """The notes as the model sees them now ("" under SLIDING_WINDOW)."""
     versions: list[WorkingMemoryState]
     """The summary's versions, newest first."""
-    working_memory: str | None
-    """The conversation's agent working memory, if any."""
+    agent_memory: str | None
+    """The agent memory the model reads with this thread (spec 003: the conversation's, or
+    its user's), if any."""
     window_tokens: int | None
     """The tokens of the next request's history window; None if it cannot be assembled."""
     budget_tokens: int | None
+
+    @property
+    def working_memory(self) -> str | None:
+        """`agent_memory`, by the name spec 003 gives the document ("working memory")."""
+        return self.agent_memory
 
 
 @dataclass(slots=True)
@@ -631,10 +642,10 @@ class Gateway:
             versions = await self.store.list_memory_states(tenant_id=tenant_id, thread_id=thread_id)
         config = plan.memory
         strategy = config.strategy if config.enabled else None
-        working = None
+        document = None
         agent = self.agent_memory
         if agent is not None and (agent.config.scope == "conversation" or thread.user_id):
-            working = await agent.get_working_memory(  # the conversation's, or its user's
+            document = await agent.get_working_memory(  # the conversation's, or its user's
                 tenant_id=tenant_id, conversation_id=thread_id, user_id=thread.user_id
             )
         window_tokens = budget = None
@@ -659,26 +670,33 @@ class Gateway:
             state=state,
             notes=render_notes(state) if strategy is Strategy.SUMMARY_BUFFER else "",
             versions=versions,
-            working_memory=working,
+            agent_memory=document,
             window_tokens=window_tokens,
             budget_tokens=budget,
         )
 
     async def reset_thread_memory(
-        self, *, tenant_id: str, thread_id: str, working_memory: bool = False
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        agent_memory: bool = False,
+        working_memory: bool = False,
     ) -> ResetResult:
-        """Forgets the thread's summary and facts (R14); with `working_memory`, also erases
-        the conversation's agent working memory and its versions. The turns stay. Says what
-        it cleared (a user-scope agent memory is the user's: never cleared here)."""
+        """Forgets the thread memory's summary and facts (R14); with `agent_memory` (or its
+        spec-003 name `working_memory`), also erases the conversation's agent memory and its
+        versions. The turns stay. Says what it cleared (a user-scope agent memory is the
+        user's: never cleared here)."""
         await self.memory.reset(tenant_id=tenant_id, thread_id=thread_id)
         agent = self.agent_memory
-        cleared = working_memory and agent is not None and agent.config.scope == "conversation"
+        wanted = agent_memory or working_memory
+        cleared = wanted and agent is not None and agent.config.scope == "conversation"
         if cleared:
             assert agent is not None
             await agent.clear_working_memory(
                 tenant_id=tenant_id, conversation_id=thread_id, erase_history=True
             )
-        return ResetResult(thread_id=thread_id, working_memory_cleared=cleared)
+        return ResetResult(thread_id=thread_id, agent_memory_cleared=cleared)
 
     async def delete_thread(self, *, tenant_id: str, thread_id: str) -> None:
         """Deletes the thread and everything of it: turns, summary and its versions, the

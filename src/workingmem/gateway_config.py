@@ -49,7 +49,7 @@ class GatewayConfig(Settings):
     """Platform defaults for every profile.
 
     Defaults: answering and cheap model ``gpt-4o-mini``; a model not listed in `models` gets
-    a 128,000-token window; at most 4 rounds of working-memory tool calls per answer.
+    a 128,000-token window; at most 4 rounds of agent-memory tool calls per answer.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -68,9 +68,11 @@ class GatewayConfig(Settings):
     """How long an ask waits for the thread's earlier ask to be answered before it is a
     `ConflictError` (409): one ask at a time per thread, across processes."""
     max_tool_rounds: int = Field(default=4, ge=0, le=32)
-    """How many rounds of working-memory tool calls one answer may take."""
+    """How many rounds of agent-memory tool calls (spec 003's three tools) one answer may take."""
     working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
-    """The built-in WorkingMemory's settings; a profile's `working_memory` overrides them."""
+    """The thread memory's settings (spec 000/001: the built-in WorkingMemory's strategy,
+    window, summary); a profile's `working_memory` overrides them. Agent memory (spec 003)
+    is the gateway's `agent_memory`, not this."""
     fixed_model: str | None = Field(default=None, min_length=1)
     """When set, every call goes to this model, whatever a request or a profile names: an
     embedded model that can serve nothing else (the local model). Answers name it."""

@@ -364,7 +364,7 @@ class WorkingMemory:
             write=StateWrite(
                 expected_version=state.version,
                 summary=target.summary,
-                facts=target.fact_details,
+                facts=target.facts,
                 turn_count=target.turn_count,
                 reason="rollback",
             ),

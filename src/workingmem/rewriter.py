@@ -70,7 +70,7 @@ class QueryRewriter:
         prompt = self.templates.render(
             PromptKind.QUERY_REWRITE,
             tenant_id=tenant_id,
-            facts=render_facts(state.fact_details),
+            facts=render_facts(state.facts),
             question=question,
         )
         meta = CallMeta(

@@ -6,6 +6,11 @@
 A *turn* is one stored message of a thread. A *unit* is a user turn, or an assistant turn
 together with every tool turn that answers its calls: windows are cut between units, never
 inside one. Messages in and out are OpenAI chat-format dicts; `Turn` is their typed twin.
+
+*Thread memory* (spec 000/001) is what the library keeps of a thread by itself: its window,
+summary and facts (`WorkingMemoryState`, whose names the spec fixes). *Agent memory* (spec
+003) is the document the model edits through its tools, which the spec calls the "working
+memory"; its types live in `agent_memory`.
 """
 
 from __future__ import annotations
@@ -234,15 +239,42 @@ class ModelInfo(Settings):
     None picks the model's own from its id."""
 
 
-@dataclass(frozen=True, slots=True)
-class Fact:
-    """One fact the summary keeps, with the turns it came from."""
+class Fact(str):
+    """One fact the summary keeps: its text, with the turns it came from.
 
-    text: str
-    first_turn: int | None = None
+    A fact *is* its text (a `str`: it compares, joins and prints as one), so that
+    `WorkingMemoryState.facts` is one field a reader uses as a list of strings or, when they
+    want it, as the facts with their turn ranges. Immutable, like the state that holds it.
+    """
+
+    __slots__ = ("first_turn", "last_turn")
+
+    first_turn: int | None
     """The seq of the first turn the fact came from, when known."""
-    last_turn: int | None = None
+    last_turn: int | None
     """The seq of the last turn the fact came from, when known."""
+
+    def __new__(
+        cls, text: str, first_turn: int | None = None, last_turn: int | None = None
+    ) -> Fact:
+        fact = super().__new__(cls, text)
+        object.__setattr__(fact, "first_turn", first_turn)
+        object.__setattr__(fact, "last_turn", last_turn)
+        return fact
+
+    @property
+    def text(self) -> str:
+        """The fact as a plain `str`."""
+        return str.__str__(self)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Fact is immutable: cannot set {name!r}")
+
+    def __reduce__(self) -> tuple[type[Fact], tuple[str, int | None, int | None]]:
+        return (Fact, (self.text, self.first_turn, self.last_turn))
+
+    def __repr__(self) -> str:
+        return f"Fact({self.text!r}, first_turn={self.first_turn}, last_turn={self.last_turn})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,15 +283,23 @@ class WorkingMemoryState:
 
     summary: str = ""
     """The rolling summary; "" when none was written."""
-    facts: list[str] = field(default_factory=list)
-    """The facts' texts, oldest first."""
+    facts: list[Fact] = field(default_factory=list)
+    """The facts, oldest first: each a `str` with the turn range it came from (`Fact`)."""
     turn_count: int = 0
     """The thread's turn count when the summary was written (or the thread was reset)."""
     version: int = 0
     """Bumped by every write of the state; 0 for a state never written."""
-    fact_details: tuple[Fact, ...] = ()
-    """The facts with the turn range each came from."""
     updated_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        facts = [f if isinstance(f, Fact) else Fact(f) for f in self.facts]
+        object.__setattr__(self, "facts", facts)
+
+    @property
+    def fact_details(self) -> tuple[Fact, ...]:
+        """The facts, as a tuple: the name earlier versions had for them with their turn
+        ranges. Kept for those callers; `facts` is the same thing."""
+        return tuple(self.facts)
 
 
 @dataclass(frozen=True, slots=True)

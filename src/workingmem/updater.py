@@ -134,7 +134,7 @@ class SummaryUpdater:
         tokenizer = tokenizer_for(
             self.models.get(meta.model) or ModelInfo(id=meta.model, context_window=1_000_000)
         )
-        summary, facts, version = state.summary, state.fact_details, state.version
+        summary, facts, version = state.summary, tuple(state.facts), state.version
         calls = prompt_tokens = completion_tokens = 0
         after = state.turn_count
         while after < thread.turn_count:

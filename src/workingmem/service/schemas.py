@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from ..gateway import ThreadMemory
 from ..stores.documents import WorkingMemoryDocument
-from ..types import Fact, Thread, Turn, WorkingMemoryState
+from ..types import Thread, Turn, WorkingMemoryState
 
 __all__ = [
     "ChatCompletion",
@@ -209,8 +209,9 @@ class FactOut(BaseModel):
 
     @classmethod
     def of_state(cls, state: WorkingMemoryState) -> list[FactOut]:
-        details = state.fact_details or tuple(Fact(text) for text in state.facts)
-        return [cls(text=f.text, first_turn=f.first_turn, last_turn=f.last_turn) for f in details]
+        return [
+            cls(text=f.text, first_turn=f.first_turn, last_turn=f.last_turn) for f in state.facts
+        ]
 
 
 class SummaryVersionOut(BaseModel):

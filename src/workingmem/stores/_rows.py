@@ -95,13 +95,11 @@ def decode_facts(text: str) -> tuple[Fact, ...]:
 def state_from_row(
     version: int, summary: str, facts: str, turn_count: int, updated_at: datetime | None
 ) -> WorkingMemoryState:
-    details = decode_facts(facts)
     return WorkingMemoryState(
         summary=summary,
-        facts=[fact.text for fact in details],
+        facts=list(decode_facts(facts)),
         turn_count=turn_count,
         version=version,
-        fact_details=details,
         updated_at=updated_at,
     )
 

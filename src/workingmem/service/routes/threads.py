@@ -120,7 +120,7 @@ async def reset_memory(
     reset = await gateway.reset_thread_memory(
         tenant_id=tenant, thread_id=thread_id, working_memory=working_memory
     )
-    return ResetOut(thread_id=thread_id, working_memory_cleared=reset.working_memory_cleared)
+    return ResetOut(thread_id=thread_id, working_memory_cleared=reset.agent_memory_cleared)
 
 
 deletion = APIRouter(prefix="/v1/threads", tags=["threads"], responses=ERRORS)
