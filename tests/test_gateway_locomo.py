@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,7 @@ async def client(upstream: ScriptedUpstream) -> AsyncIterator[OpenAIClient]:
 # -- the invariants --------------------------------------------------------------------------
 
 
-def shape(message: dict[str, Any]) -> tuple[Any, ...]:
+def shape(message: Mapping[str, Any]) -> tuple[Any, ...]:
     """What a message says, whichever side of the SDK it was read on."""
     calls = tuple(
         (c["id"], c["function"]["name"], c["function"]["arguments"])

@@ -9,6 +9,7 @@ by page, picks exactly the window the pure selection picks on the whole thread.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -67,7 +68,7 @@ def counted(messages: list[wm.Message]) -> list[wm.CountedTurn]:
     ]
 
 
-def assert_provider_valid(window: list[wm.Message]) -> None:
+def assert_provider_valid(window: Sequence[wm.MessageIn]) -> None:
     open_calls: set[str] = set()
     for message in window:
         if message["role"] == "tool":
@@ -79,7 +80,7 @@ def assert_provider_valid(window: list[wm.Message]) -> None:
     assert not open_calls, "a tool call without its result"
 
 
-def check_window(turns: list[wm.CountedTurn], limit: int) -> list[wm.Message] | None:
+def check_window(turns: list[wm.CountedTurn], limit: int) -> list[wm.ChatMessage] | None:
     """Selects and checks every invariant; None when the current exchange cannot fit."""
     units = group_units(turns)
     last_user = max(i for i, u in enumerate(units) if u.is_user)

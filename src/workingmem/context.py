@@ -32,7 +32,7 @@ from .errors import ContextOverflowError
 from .memory import WorkingMemoryProtocol
 from .strategies import select_window
 from .tokens import Tokenizer, tokenizer_for
-from .types import CountedTurn, Message, ModelInfo, WorkingMemoryLoad
+from .types import ChatMessage, CountedTurn, MessageIn, ModelInfo, SystemMessage, WorkingMemoryLoad
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -62,7 +62,7 @@ class AssemblyWarning:
 class AssembledContext:
     """The request for one model call, and what each part cost."""
 
-    messages: list[Message]
+    messages: list[ChatMessage]
     """System prompt first, then the history, the current user turn last."""
     tokens: int
     """The messages' tokens with the model's tokenizer (chat overhead included)."""
@@ -182,13 +182,13 @@ class ContextAssembler:
         )
 
 
-def _system_message(text: str) -> Message:
+def _system_message(text: str) -> SystemMessage:
     return {"role": "system", "content": text}
 
 
 def _fit(
-    messages: Sequence[Message], counts: Sequence[int], tokenizer: Tokenizer, limit: int
-) -> tuple[list[Message], int, int]:
+    messages: Sequence[ChatMessage], counts: Sequence[int], tokenizer: Tokenizer, limit: int
+) -> tuple[list[ChatMessage], int, int]:
     """The longest provider-valid suffix of whole units within `limit`: the messages, their
     tokens (without the reply overhead), and how many messages were left out."""
     turns = _as_turns(messages, counts, tokenizer)
@@ -205,7 +205,7 @@ def _fit(
 
 
 def _as_turns(
-    messages: Sequence[Message], counts: Sequence[int], tokenizer: Tokenizer
+    messages: Sequence[ChatMessage], counts: Sequence[int], tokenizer: Tokenizer
 ) -> list[CountedTurn]:
     """Groups messages in units, with their counts (given, or counted here when the memory
     did not say); a tool result that answers no call of the assistant turn before it is
@@ -214,7 +214,8 @@ def _as_turns(
     turns: list[CountedTurn] = []
     unit_seq = 0
     open_calls: set[str] = set()
-    for index, message in enumerate(messages):
+    for index, typed in enumerate(messages):
+        message: MessageIn = typed
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
@@ -228,7 +229,7 @@ def _as_turns(
             CountedTurn(
                 seq=len(turns) + 1,
                 unit_seq=unit_seq,
-                message=message,
+                message=typed,
                 tokens=counts[index] if known else tokenizer.count_message(message),
             )
         )

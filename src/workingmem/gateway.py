@@ -55,6 +55,7 @@ from .strategies import render_notes, update_due
 from .tokens import tokenizer_for
 from .types import (
     Message,
+    MessageIn,
     ModelInfo,
     NativeItem,
     Strategy,
@@ -261,13 +262,13 @@ class Gateway:
         *,
         tenant_id: str,
         thread_id: str,
-        message: str | Message | None = None,
+        message: str | MessageIn | None = None,
         user_id: str | None = None,
         profile: Profile | str | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
         review: Review | None = None,
-        messages: Sequence[Message | NativeItem] | None = None,
+        messages: Sequence[MessageIn | NativeItem] | None = None,
     ) -> AskResult:
         """Answers the thread's newest user turn with the thread's memory.
 
@@ -309,12 +310,12 @@ class Gateway:
         *,
         tenant_id: str,
         thread_id: str,
-        message: str | Message | None = None,
+        message: str | MessageIn | None = None,
         user_id: str | None = None,
         profile: Profile | str | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
-        messages: Sequence[Message | NativeItem] | None = None,
+        messages: Sequence[MessageIn | NativeItem] | None = None,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
@@ -380,7 +381,7 @@ class Gateway:
                 )
 
     def _checked_request(
-        self, message: str | Message | None, messages: Sequence[Message | NativeItem] | None
+        self, message: str | MessageIn | None, messages: Sequence[MessageIn | NativeItem] | None
     ) -> _Request:
         """The request's turns, validated once; a ValidationError before anything is locked
         or written."""
@@ -437,7 +438,7 @@ class Gateway:
         thread_id: str,
         request: _Request,
         model: ModelInfo,
-    ) -> Sequence[Message | NativeItem]:
+    ) -> Sequence[MessageIn | NativeItem]:
         """The request's turns the thread does not end with yet (the overlap rule): a retry
         after a failed upstream call, or a client that resends the history, stores nothing
         twice. One read of the thread's newest turns."""
@@ -758,7 +759,7 @@ class _NoModel:
         raise ValidationError("llm", "this gateway has no model client")
 
 
-def _user_message(message: str | Message) -> Message:
+def _user_message(message: str | MessageIn) -> MessageIn:
     if isinstance(message, str):
         return {"role": "user", "content": message}
     if isinstance(message, dict) and message.get("role", "user") == "user":
@@ -770,17 +771,17 @@ def _user_message(message: str | Message) -> Message:
 class _Request:
     """A request's turns as given (native items kept) and their validated chat views."""
 
-    items: list[Message | NativeItem]
+    items: list[MessageIn | NativeItem]
     views: list[Message]
 
 
 def _request_turns(
-    message: str | Message | None, messages: Sequence[Message | NativeItem] | None
+    message: str | MessageIn | None, messages: Sequence[MessageIn | NativeItem] | None
 ) -> _Request:
     """The request's turns: `message` alone, or `messages`, whose last must be the user's."""
     if (message is None) == (messages is None):
         raise ValidationError("message", "give either message or messages")
-    items: list[Message | NativeItem] = (
+    items: list[MessageIn | NativeItem] = (
         [_user_message(message)] if message is not None else list(messages or ())
     )
     views, _ = normalize_turns(items, "message" if message is not None else "messages")

@@ -29,7 +29,7 @@ from .summarizer import Summarizer
 from .tokens import Tokenizer, tokenizer_for
 from .types import (
     CountedTurn,
-    Message,
+    MessageIn,
     ModelInfo,
     Strategy,
     UpdateOutcome,
@@ -74,7 +74,7 @@ class WorkingMemoryProtocol(Protocol):
         profile: Profile,
         cheap_model_id: str,
         meta: CallMeta | None = None,
-        request: Sequence[Message] | None = None,
+        request: Sequence[MessageIn] | None = None,
         result: Completion | None = None,
     ) -> None:
         """Learns from one answered call. `meta` is the helper call's (whose tokens the guard
@@ -236,7 +236,7 @@ class WorkingMemory:
         profile: Profile,
         cheap_model_id: str,
         meta: CallMeta | None = None,
-        request: Sequence[Message] | None = None,
+        request: Sequence[MessageIn] | None = None,
         result: Completion | None = None,
     ) -> None:
         """Learns from one answered call (R7-R10); never raises (R9).

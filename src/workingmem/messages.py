@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .errors import ValidationError
-from .types import CHAT_FORMAT, Message, NativeItem, Role, Turn
+from .types import CHAT_FORMAT, ChatMessage, Message, MessageIn, NativeItem, Role, Turn
 
 __all__ = [
     "MAX_DEPTH",
@@ -94,7 +94,7 @@ def check_id(field_name: str, value: object) -> str:
     return value
 
 
-def dumps_message(message: Message) -> str:
+def dumps_message(message: MessageIn) -> str:
     """The one serializer every store uses for a message."""
     return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
@@ -301,7 +301,7 @@ def _normalize_tool_calls(tool_calls: object, path: str) -> list[dict[str, Any]]
     return calls
 
 
-def _serialized_size(message: Message, path: str) -> int:
+def _serialized_size(message: MessageIn, path: str) -> int:
     try:
         return len(dumps_message(message).encode("utf-8"))
     except UnicodeEncodeError as exc:
@@ -322,7 +322,7 @@ class OpenUnit:
     """The calls that already have a tool turn."""
 
     @classmethod
-    def from_turns(cls, messages: Sequence[Message], start_seq: int) -> OpenUnit | None:
+    def from_turns(cls, messages: Sequence[MessageIn], start_seq: int) -> OpenUnit | None:
         """Rebuilds the newest unit from its stored messages (oldest first)."""
         if not messages:
             return None
@@ -338,12 +338,12 @@ class PlannedTurn:
 
     seq: int
     unit_seq: int
-    message: Message
+    message: ChatMessage
 
 
 def plan_units(
     previous: OpenUnit | None,
-    messages: Sequence[Message],
+    messages: Sequence[MessageIn],
     first_seq: int,
     field_name: str = "messages",
 ) -> list[PlannedTurn]:
@@ -372,11 +372,12 @@ def plan_units(
         else:
             calls = frozenset(call["id"] for call in message.get("tool_calls") or ())
             unit = OpenUnit(start_seq=seq, calls=calls)
-        planned.append(PlannedTurn(seq=seq, unit_seq=unit.start_seq, message=message))
+        typed = cast(ChatMessage, message)  # validated by normalize_messages before
+        planned.append(PlannedTurn(seq=seq, unit_seq=unit.start_seq, message=typed))
     return planned
 
 
-def overlap(stored: Sequence[Message], request: Sequence[Message]) -> int:
+def overlap(stored: Sequence[MessageIn], request: Sequence[MessageIn]) -> int:
     """How many of a request's turns (from its start) the thread already ends with.
 
     The overlap rule, for clients that resend the whole history, a part of it, or only the new

@@ -16,36 +16,102 @@ memory"; its types live in `agent_memory`.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
+from typing_extensions import TypedDict  # pydantic reads only this one before Python 3.12
 
 from .errors import ValidationError
 
 __all__ = [
     "CHAT_FORMAT",
+    "AssistantMessage",
+    "ChatMessage",
+    "Content",
     "CountedTurn",
     "Fact",
+    "FunctionCallDict",
     "Message",
+    "MessageIn",
     "ModelInfo",
     "NativeItem",
     "Role",
     "Settings",
     "Strategy",
+    "SystemMessage",
     "Thread",
     "ToolCall",
+    "ToolCallDict",
+    "ToolMessage",
     "Turn",
     "UpdateOutcome",
     "UpdateReport",
+    "UserMessage",
     "WorkingMemoryLoad",
     "WorkingMemoryState",
 ]
 
 Message = dict[str, Any]
-"""An OpenAI chat-format message: ``{"role": ..., "content": ..., ...}``."""
+"""An OpenAI chat-format message as code builds it: ``{"role": ..., "content": ..., ...}``.
+What the library hands out is typed by role (`ChatMessage`); what it takes is any mapping
+(`MessageIn`), checked at the door."""
+
+MessageIn = Mapping[str, Any]
+"""A message the library takes: any chat-format mapping (a `ChatMessage`, the OpenAI SDK's
+``ChatCompletionMessageParam``, a plain dict); validated, never trusted for its type."""
+
+Content = str | list[dict[str, Any]]
+"""A message's content: a string or a list of content parts (``{"type": "text", ...}``)."""
+
+
+class FunctionCallDict(TypedDict):
+    name: str
+    arguments: str
+    """A JSON text, as the model wrote it."""
+
+
+class ToolCallDict(TypedDict):
+    """One call an assistant message asks for."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCallDict
+
+
+class SystemMessage(TypedDict):
+    role: Literal["system", "developer"]
+    content: Content
+    name: NotRequired[str]
+
+
+class UserMessage(TypedDict):
+    role: Literal["user"]
+    content: Content
+    name: NotRequired[str]
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: Content | None
+    """None when the message only calls tools."""
+    name: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCallDict]]
+
+
+class ToolMessage(TypedDict):
+    role: Literal["tool"]
+    content: Content
+    tool_call_id: str
+    """The call it answers."""
+
+
+ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+"""An OpenAI chat-format message, typed by role: what the library hands out (a load's
+window, `Turn.to_message`, an assembled request)."""
 
 CHAT_FORMAT = "openai.chat"
 """The format of a turn given as a plain chat message: its chat view is its original."""
@@ -75,7 +141,7 @@ class ToolCall:
     arguments: str
     """The arguments as the model wrote them: a JSON text, not parsed."""
 
-    def to_message(self) -> Message:
+    def to_message(self) -> ToolCallDict:
         return {
             "id": self.id,
             "type": "function",
@@ -131,9 +197,9 @@ class Turn:
         unchanged (the chat message for ``openai.chat``); None for another format."""
         if format != self.format:
             return None
-        return self.item if self.item is not None else self.to_message()
+        return self.item if self.item is not None else dict(self.to_message())
 
-    def to_message(self) -> Message:
+    def to_message(self) -> ChatMessage:
         """The OpenAI chat-format dict of this turn."""
         message: Message = {"role": self.role, "content": self.content}
         if self.name is not None:
@@ -142,12 +208,12 @@ class Turn:
             message["tool_calls"] = [call.to_message() for call in self.tool_calls]
         if self.tool_call_id is not None:
             message["tool_call_id"] = self.tool_call_id
-        return message
+        return cast(ChatMessage, message)  # a stored turn was validated by role
 
     @classmethod
     def from_message(
         cls,
-        message: Message,
+        message: MessageIn,
         *,
         seq: int | None = None,
         created_at: datetime | None = None,
@@ -184,7 +250,7 @@ class CountedTurn:
     """The turn's position in its thread, from 1."""
     unit_seq: int
     """The seq of the first turn of the unit it belongs to."""
-    message: Message
+    message: ChatMessage
     """The OpenAI chat-format message."""
     tokens: int
     """Its tokens with the call's tokenizer, per-message overhead included."""
@@ -306,7 +372,7 @@ class WorkingMemoryState:
 class WorkingMemoryLoad:
     """The history part of one model request (spec 000, load)."""
 
-    messages: list[Message]
+    messages: list[ChatMessage]
     """The window, oldest first, the current user turn last; OpenAI chat format."""
     notes: str = ""
     """The text for the "About this conversation" part of the {memory} slot; "" for nothing."""

@@ -185,7 +185,7 @@ async def test_read_tail_counts_once_and_remembers(store: wm.ThreadStore, tenant
         def count_text(self, text: str) -> int:
             raise AssertionError("re-tokenized a stored turn")
 
-        def count_message(self, message: wm.Message) -> int:
+        def count_message(self, message: wm.MessageIn) -> int:
             raise AssertionError("re-tokenized a stored turn")
 
     again = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=Exploding(), limit=10)

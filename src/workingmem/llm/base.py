@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import WorkingMemoryError
-from ..types import Message
+from ..types import MessageIn
 
 __all__ = [
     "CallKind",
@@ -123,7 +123,7 @@ class LLMClient(Protocol):
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -184,7 +184,7 @@ class StreamingLLMClient(Protocol):
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,

@@ -48,7 +48,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import ValidationError
-from ..types import Message
+from ..types import MessageIn
 from ._grammar import cached_grammar, schema_grammar
 from ._local_scheduler import Job, LocalModelStats, Scheduler, WorkerInfo
 from ._weights import (
@@ -208,7 +208,7 @@ class LocalModelClient:
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -238,7 +238,7 @@ class LocalModelClient:
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -285,7 +285,7 @@ class LocalModelClient:
 
     def _request(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         max_tokens: int | None,
         temperature: float | None,
         response_format: dict[str, Any] | None,
@@ -325,7 +325,7 @@ class LocalModelClient:
             self._verified = True
 
 
-def chat_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+def chat_messages(messages: Sequence[MessageIn]) -> list[dict[str, str]]:
     """OpenAI chat messages as the plain ``{"role", "content": str}`` a chat template reads.
 
     Content parts are joined (non-text parts named, not sent); an assistant's tool calls are

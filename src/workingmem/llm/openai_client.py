@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ..errors import ValidationError
 from ..redaction import redact
-from ..types import Message
+from ..types import MessageIn
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ class OpenAIClient:
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -163,7 +163,7 @@ class OpenAIClient:
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -200,7 +200,7 @@ class OpenAIClient:
         yield StreamEnd(answer.completion())
 
     async def _open_stream(
-        self, model: str, messages: list[Message], options: dict[str, Any]
+        self, model: str, messages: Sequence[MessageIn], options: dict[str, Any]
     ) -> openai.AsyncStream[ChatCompletionChunk]:
         """Sends the streamed request; once more without ``stream_options`` if it is rejected."""
         if self._include_usage:
@@ -218,7 +218,7 @@ class OpenAIClient:
             raise self._error(exc) from exc
 
     async def _create_stream(
-        self, model: str, messages: list[Message], options: dict[str, Any]
+        self, model: str, messages: Sequence[MessageIn], options: dict[str, Any]
     ) -> openai.AsyncStream[ChatCompletionChunk]:
         response = await self._client.chat.completions.create(
             model=model, **_as_body(messages), stream=True, **options
@@ -445,7 +445,7 @@ def _short(text: str) -> str:
     return text[: _MESSAGE_CHARS - 1] + "…"
 
 
-def _as_body(messages: Sequence[Message]) -> dict[str, Any]:
+def _as_body(messages: Sequence[MessageIn]) -> dict[str, Any]:
     """The messages as request keyword arguments, sent as they are.
 
     The SDK walks every message to transform it against its typed schema (about 40 ms for 225

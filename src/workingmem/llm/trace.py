@@ -30,7 +30,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..types import Message
+from ..types import MessageIn
 from .base import (
     CallMeta,
     Completion,
@@ -270,7 +270,7 @@ class GuardedClient:
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -307,7 +307,7 @@ class GuardedClient:
         self,
         *,
         model: str,
-        messages: Sequence[Message],
+        messages: Sequence[MessageIn],
         meta: CallMeta,
         max_tokens: int | None = None,
         temperature: float | None = None,

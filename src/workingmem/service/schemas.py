@@ -181,13 +181,12 @@ class MessageOut(BaseModel):
 
     @classmethod
     def of(cls, turn: Turn) -> MessageOut:
-        message = turn.to_message()
         return cls(
             seq=turn.seq or 0,
             role=turn.role,
             content=turn.content,
             name=turn.name,
-            tool_calls=message.get("tool_calls"),
+            tool_calls=[dict(call.to_message()) for call in turn.tool_calls] or None,
             tool_call_id=turn.tool_call_id,
             created_at=turn.created_at,
         )

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ValidationError
 from ..messages import (
@@ -24,7 +24,7 @@ from ..messages import (
     plan_units,
 )
 from ..tokens import Tokenizer, tokenizer_from_key
-from ..types import CountedTurn, Fact, Message, WorkingMemoryState
+from ..types import ChatMessage, CountedTurn, Fact, Message, MessageIn, WorkingMemoryState
 
 __all__ = [
     "PreparedAppend",
@@ -57,7 +57,7 @@ def check_scope(tenant_id: object, thread_id: object) -> tuple[str, str]:
     return check_id("tenant_id", tenant_id), check_id("thread_id", thread_id)
 
 
-def loads_message(text: str) -> Message:
+def loads_message(text: str) -> ChatMessage:
     """A stored message. One an older version stored nested deeper than today's limit is read
     with the excess replaced. Brackets counted at C speed rule most messages out; a walk that
     stops at the limit rules out the rest (braces inside strings: code, JSON arguments); only a
@@ -65,7 +65,7 @@ def loads_message(text: str) -> Message:
     message: Message = json.loads(text)
     if text.count("{") + text.count("[") > MAX_DEPTH and depth(message) > MAX_DEPTH + 2:
         message = bounded(message, MAX_DEPTH + 2)  # the message and its content list
-    return message
+    return cast(ChatMessage, message)  # stored after validation
 
 
 def loads_item(text: str | None) -> dict[str, Any] | None:
@@ -124,7 +124,7 @@ class PreparedAppend:
 
 
 def plan_append(
-    messages: Sequence[Message],
+    messages: Sequence[MessageIn],
     *,
     turn_count: int,
     open_unit: OpenUnit | None,

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
 from ..tokens import Tokenizer
-from ..types import CountedTurn, Fact, Message, NativeItem, Thread, Turn, WorkingMemoryState
+from ..types import CountedTurn, Fact, MessageIn, NativeItem, Thread, Turn, WorkingMemoryState
 from .documents import DocumentStore
 from .keys import ApiKeyStore
 
@@ -63,7 +63,7 @@ class TurnStore(Protocol):
         *,
         tenant_id: str,
         thread_id: str,
-        messages: Sequence[Message | Turn | NativeItem],
+        messages: Sequence[MessageIn | Turn | NativeItem],
         user_id: str | None = None,
     ) -> list[Turn]:
         """Stores messages at the end of a thread, all or none; creates the thread if new.
@@ -91,7 +91,7 @@ class TurnStore(Protocol):
         *,
         tenant_id: str,
         thread_id: str,
-        messages: Sequence[Message | Turn | NativeItem],
+        messages: Sequence[MessageIn | Turn | NativeItem],
         user_id: str | None = None,
     ) -> list[Turn]:
         """Makes `messages` the thread's turns, all or nothing; creates the thread if new.

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ContextOverflowError
-from ..types import CountedTurn
+from ..types import CountedTurn, MessageIn
 
 __all__ = ["Selection", "Unit", "group_units", "select_window"]
 
@@ -67,7 +67,7 @@ def group_units(tail: Sequence[CountedTurn]) -> list[Unit]:
             groups.append([turn])
     units = []
     for group in groups:
-        head = group[0].message
+        head: MessageIn = group[0].message
         calls = head.get("tool_calls") or ()
         answered = sum(1 for turn in group if turn.message["role"] == "tool")
         units.append(

@@ -36,7 +36,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from workingmem.types import Message
+from workingmem.types import MessageIn
 
 __all__ = [
     "IMAGE_HIGH_DETAIL",
@@ -107,7 +107,7 @@ class ChatTokenizer(abc.ABC):
     def count_text(self, text: str) -> int:
         """The tokens of a plain text, without any chat overhead."""
 
-    def count_message(self, message: Message) -> int:
+    def count_message(self, message: MessageIn) -> int:
         """The tokens of one chat-format message, its per-message overhead included.
 
         Args:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from workingmem.types import Message
+from workingmem.types import MessageIn
 
 __all__ = ["Tokenizer"]
 
@@ -48,6 +48,6 @@ class Tokenizer(Protocol):
         """The tokens of a plain text, without any chat overhead."""
         ...
 
-    def count_message(self, message: Message) -> int:
+    def count_message(self, message: MessageIn) -> int:
         """The tokens of one chat-format message, its per-message overhead included."""
         ...

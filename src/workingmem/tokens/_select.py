@@ -31,7 +31,7 @@ from workingmem.tokens._tiktoken import (
     encoding_name_for_model,
     tiktoken_tokenizer,
 )
-from workingmem.types import Message, ModelInfo
+from workingmem.types import MessageIn, ModelInfo
 
 __all__ = ["count_tokens", "tokenizer_for", "tokenizer_from_key"]
 
@@ -80,7 +80,7 @@ def tokenizer_from_key(key: str) -> Tokenizer | None:
     return None
 
 
-def count_tokens(messages: Sequence[Message], model: ModelInfo) -> int:
+def count_tokens(messages: Sequence[MessageIn], model: ModelInfo) -> int:
     """The prompt tokens of `messages` for `model`: every message, then the reply priming.
 
     Args:
