@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import jsonschema_rs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import workingmem as wm
-from workingmem.messages import MAX_MESSAGE_BYTES, MAX_PARTS, check_id, normalize_messages
+from workingmem.messages import (
+    ID_PATTERN,
+    MAX_ID_CHARS,
+    MAX_MESSAGE_BYTES,
+    MAX_PARTS,
+    check_id,
+    normalize_messages,
+)
 
 
 @pytest.mark.parametrize(
@@ -205,7 +216,9 @@ def test_too_many_messages_in_one_append() -> None:
         ("x/../../threads/victim", "'.' or '..'"),
         ("..", "'.' or '..'"),
         ("a/./b", "'.' or '..'"),
-        ("tab\there", "control characters"),
+        ("tab\there", "control, format"),
+        ("evil\u202etxt.exe", "control, format"),  # a bidi override: the page would reorder it
+        ("zero\u200bwidth", "control, format"),
     ],
 )
 def test_an_id_that_a_url_or_a_header_would_change_is_refused(value: str, words: str) -> None:
@@ -219,6 +232,34 @@ def test_an_id_that_a_url_or_a_header_would_change_is_refused(value: str, words:
 @pytest.mark.parametrize("value", ["trip/lyon", "a.b", "...", "x/.hidden", "Grüße 👋", "a b"])
 def test_ids_with_slashes_dots_and_unicode_inside_are_fine(value: str) -> None:
     assert check_id("thread_id", value) == value
+
+
+_PUBLISHED = jsonschema_rs.validator_for(
+    {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS, "pattern": ID_PATTERN}
+)
+_EDGES = st.sampled_from([" ", ".", "/", "a", "é", "\t", "\u00a0", "\u200b", "\u202e", "\ue000"])
+"""The characters the rule is about, drawn often: a wide alphabet rarely puts a space first."""
+
+
+@given(
+    st.one_of(
+        st.text(_EDGES, max_size=8),
+        st.from_regex(ID_PATTERN, fullmatch=True),
+        st.text(max_size=MAX_ID_CHARS + 4),
+    )
+)
+@settings(max_examples=600, deadline=None)
+def test_the_published_id_pattern_is_exactly_the_id_rule(value: str) -> None:
+    """The OpenAPI document states `ID_PATTERN` with 1 to MAX_ID_CHARS characters: a value
+    matches it if and only if `check_id` takes it, so no client is surprised either way."""
+    published = 1 <= len(value) <= MAX_ID_CHARS and re.fullmatch(ID_PATTERN, value) is not None
+    assert _PUBLISHED.is_valid(value) == published  # a JSON Schema validator reads it the same
+    try:
+        check_id("thread_id", value)
+    except wm.ValidationError:
+        assert not published, f"published, but refused: {value!r}"
+    else:
+        assert published, f"taken, but not published: {value!r}"
 
 
 def _nested(levels: int) -> dict[str, object]:

@@ -29,6 +29,7 @@ from .errors import ValidationError
 from .types import CHAT_FORMAT, ChatMessage, Message, MessageIn, NativeItem, Role, Turn
 
 __all__ = [
+    "ID_PATTERN",
     "MAX_DEPTH",
     "MAX_ID_CHARS",
     "MAX_MESSAGES_PER_APPEND",
@@ -72,6 +73,25 @@ _KEYS: dict[str, frozenset[str]] = {
 }
 
 
+_INVISIBLE = (
+    r"\x00-\x1f\x7f-\x9f"  # control characters
+    r"\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    r"\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"  # format characters
+    r"\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"  # spaces other than " "
+    r"\ue000-\uf8ff\ufdd0-\ufdef\ufffe\uffff"  # private use, non-characters
+)
+"""What an id must not contain: characters that do not show, or show as something else (a
+bidi override reorders the page's text, a zero-width space makes two ids look one)."""
+_HIDDEN = re.compile(f"[{_INVISIBLE}\ud800-\udfff]")
+"""With lone surrogates, which only a JSON escape can make (no text encoding carries them,
+so no regular expression of a JSON Schema mentions them)."""
+
+ID_PATTERN = rf"^(?! )(?!.* $)(?!(?:.*/)?\.\.?(?:/|$))[^{_INVISIBLE}]+$"
+"""The id rule as one regular expression, in the dialect Python and JSON Schema share: no
+hidden character, no surrounding space, no ``.``/``..`` segment; with 1 to `MAX_ID_CHARS`
+characters, it is exactly what `check_id` accepts (the OpenAPI document publishes it)."""
+
+
 def check_id(field_name: str, value: object) -> str:
     """Returns `value` when it is a usable id, else raises ValidationError naming the field."""
     if not isinstance(value, str):
@@ -82,8 +102,10 @@ def check_id(field_name: str, value: object) -> str:
         raise ValidationError(
             field_name, f"is {len(value)} characters long; the limit is {MAX_ID_CHARS}"
         )
-    if not value.isprintable():
-        raise ValidationError(field_name, "must not contain control characters")
+    if _HIDDEN.search(value):
+        raise ValidationError(
+            field_name, "must not contain control, format or invisible space characters"
+        )
     if value != value.strip():
         # HTTP strips a header's surrounding spaces, a URL path keeps them: "victim " would be
         # one thread over REST and another through X-Thread-Id.

@@ -182,6 +182,30 @@ async def test_login_and_logout_refuse_another_sites_form_posts(
         assert (await api.post("/ui/logout", headers=same)).status_code == 303
 
 
+async def test_a_keyless_server_refuses_writes_another_sites_page_sends(
+    gateway: wm.Gateway,
+) -> None:
+    """A form on another site can post to a loopback server without a preflight: with no
+    key to prove who asks, a write must come from the server's own origin."""
+    async with client(gateway) as api:
+        assert await api.post("/v1/chat/completions", headers={"X-Thread-Id": "th"}, json=HI)
+        evil = {"Origin": "https://attacker.example"}
+        forged = await api.post("/v1/threads/th/memory/reset", headers=evil)
+        assert (forged.status_code, forged.json()["error"]["code"]) == (403, "cross_origin")
+        chat = await api.post(
+            "/v1/chat/completions", headers={"X-Thread-Id": "th", **evil}, json=HI
+        )
+        assert chat.status_code == 403
+        turns = (await api.get("/v1/threads/th/messages", headers=evil)).json()["data"]
+        assert len(turns) == 2  # nothing written; a read (no side effect) is answered
+        own = await api.post("/v1/threads/th/memory/reset", headers={"Origin": "http://127.0.0.1"})
+        assert own.status_code == 200, own.text
+        keyed = await api.post(  # a browser sends a key only after a preflight: no forgery
+            "/v1/threads/th/memory/reset", headers={**evil, "Authorization": "Bearer sk-x"}
+        )
+        assert keyed.status_code == 200, keyed.text
+
+
 async def test_the_pages_cookie_is_a_session_that_logout_and_revocation_end(
     gateway: wm.Gateway, sqlite: SQLiteStore
 ) -> None:

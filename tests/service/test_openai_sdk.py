@@ -138,7 +138,7 @@ def test_the_memory_endpoints_show_the_summary_and_a_reset_forgets_it(
     assert 0 < memory["window_tokens"] <= memory["budget_tokens"]
     assert memory["working_memory"]["scope"] == "conversation"
 
-    reset = api.delete("/v1/threads/th/memory")
+    reset = api.post("/v1/threads/th/memory/reset")
     assert reset.status_code == 200, reset.text
     assert reset.json() == {"thread_id": "th", "reset": True, "working_memory_cleared": False}
     after = api.get("/v1/threads/th/memory").json()

@@ -113,7 +113,9 @@ def test_the_page_shows_a_threads_memory_and_forgets_it(
     page.set_viewport_size({"width": 1280, "height": 900})
     page.click("text=trip/lyon")
     page.wait_for_url(re.compile(r"/ui/threads/trip%2Flyon$"))  # one path segment
-    assert page.locator("#forget").get_attribute("data-url") == "/v1/threads/trip%2Flyon/memory"
+    assert (
+        page.locator("#forget").get_attribute("data-url") == "/v1/threads/trip%2Flyon/memory/reset"
+    )
     forget = page.locator("#forget").bounding_box()
     assert forget is not None
     assert forget["y"] + forget["height"] <= 900, "the Forget button is below the fold"

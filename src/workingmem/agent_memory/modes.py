@@ -27,7 +27,15 @@ from ..errors import ValidationError
 from .merge import Path, merge_update
 from .schema import DocumentSchema, json_path
 
-__all__ = ["Format", "Mode", "SchemaMode", "TextMode", "Update", "parse_json_object"]
+__all__ = [
+    "TEXT_PATTERN",
+    "Format",
+    "Mode",
+    "SchemaMode",
+    "TextMode",
+    "Update",
+    "parse_json_object",
+]
 
 Format = Literal["markdown", "json"]
 
@@ -42,6 +50,14 @@ class Update:
     """The full stored text."""
     ignored_nulls: tuple[str, ...] = ()
     """Schema mode: the JSON paths whose null was ignored as "no change"."""
+
+
+_SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""What Python's `str.strip` removes, spelled as a character class."""
+
+TEXT_PATTERN = rf"^[^\x00]*[^\x00{_SPACE}][^\x00]*$"
+"""A text-mode document as one regular expression (the OpenAPI document publishes it, with
+``maxLength`` the mode's `max_chars`): something besides spaces, no NUL character."""
 
 
 class TextMode:

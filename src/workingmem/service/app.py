@@ -26,11 +26,13 @@ from .. import __version__
 from ..embedded import choose_upstream
 from ..errors import ValidationError
 from ..gateway import Gateway
+from ..gateway_config import Profiles
 from ..stores import open_store
 from ..stores.keys import ApiKeyStore
 from .errors import install_error_handlers
 from .limits import BodyLimitMiddleware
 from .metrics import Metrics, MetricsMiddleware
+from .openapi import publish
 from .page_security import PageSecurityMiddleware
 from .routes import chat, ops, threads, ui, working_memory
 from .settings import ServiceSettings
@@ -88,6 +90,14 @@ def create_app(
     for module in (chat, threads, working_memory, ops, ui):
         app.include_router(module.router)
     app.include_router(threads.deletion)  # last: its path matches every path under a thread
+    if gateway is not None:
+        profiles, agent = gateway.profiles, gateway.agent_memory
+        agent_config = agent.config if agent is not None else None
+    else:
+        profiles, agent_config = Profiles(settings.profiles), settings.agent_memory
+    app.openapi = publish(  # type: ignore[method-assign]
+        app, profiles=(p.id for p in profiles), agent_memory=agent_config
+    )
     return app
 
 

@@ -12,9 +12,11 @@ revoking the key ends it). Tenants come from keys and from nothing else a client
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 
+from .errors import ApiError
 from .state import get_services
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "Tenant",
     "presented_key",
     "presented_session",
+    "refuse_cross_origin",
     "request_tenant",
 ]
 
@@ -47,8 +50,31 @@ def presented_session(request: Request) -> str | None:
     return request.cookies.get(COOKIE) or None
 
 
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def refuse_cross_origin(request: Request) -> None:
+    """Refuses a write another site's page made a browser send (CSRF). A browser says where
+    a request comes from in ``Origin``, and it must be this server; a client without one is
+    not a browser on another site."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return
+    if origin == "null" or urlsplit(origin).netloc != request.headers.get("host", ""):
+        raise ApiError(
+            403,
+            "cross-origin writes are refused without an API key",
+            code="cross_origin",
+            type="permission_error",
+        )
+
+
 async def request_tenant(request: Request) -> str:
-    """The request's tenant, or 401/403 (see `Services.tenant_for`)."""
+    """The request's tenant, or 401/403 (see `Services.tenant_for`). A write that proves
+    nothing itself (no key: a page session's cookie, or a keyless loopback server) must come
+    from this server's own pages."""
+    if request.method not in _SAFE_METHODS and presented_key(request) is None:
+        refuse_cross_origin(request)
     services = get_services(request)
     return await services.tenant_for(
         presented_key(request),

@@ -23,6 +23,7 @@ from ...messages import check_id
 from ..auth import Tenant
 from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..errors import ApiError
+from ..params import ThreadIdHeader, UserIdHeader
 from ..schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -33,7 +34,7 @@ from ..schemas import (
 from ..sse import StreamInfo, answer_events, first_piece
 from ..state import get_services
 from ..turns import plan_turns
-from . import ERRORS
+from . import BUSY, ERRORS, UPSTREAM
 
 __all__ = ["router"]
 
@@ -54,15 +55,15 @@ def _header_text(value: str | None) -> str | None:
 @router.post(
     "/v1/chat/completions",
     response_model=ChatCompletion,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: {"content": {"text/event-stream": {}}}, **BUSY, **UPSTREAM},
     summary="Answer the thread's new message, with its memory",
 )
 async def chat_completions(
     body: ChatCompletionRequest,
     request: Request,
     tenant: Tenant,
-    x_thread_id: Annotated[str | None, Header(alias="X-Thread-Id")] = None,
-    x_user_id: Annotated[str | None, Header(alias="X-User-Id")] = None,
+    x_thread_id: ThreadIdHeader = None,
+    x_user_id: UserIdHeader = None,
     x_profile: Annotated[str | None, Header(alias="X-Profile")] = None,
 ) -> Response:
     """OpenAI's chat completion; the thread comes from ``X-Thread-Id``."""

@@ -3,7 +3,7 @@
     GET    /v1/threads?limit=20&offset=0             the tenant's threads, newest first
     GET    /v1/threads/{thread_id}/messages?after=0   the turns, oldest first, paged by seq
     GET    /v1/threads/{thread_id}/memory             summary, facts, working memory, window
-    DELETE /v1/threads/{thread_id}/memory             forget (``?working_memory=true``: that too)
+    POST   /v1/threads/{thread_id}/memory/reset       forget (``?working_memory=true``: that too)
 
 A thread of another tenant is answered exactly as a thread that does not exist (404).
 """
@@ -15,6 +15,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from ..auth import Tenant
+from ..params import ThreadIdPath
 from ..schemas import (
     MessageList,
     MessageOut,
@@ -25,7 +26,7 @@ from ..schemas import (
     WorkingMemoryOut,
 )
 from ..state import Services, get_services
-from . import ERRORS
+from . import BUSY, ERRORS
 
 __all__ = ["deletion", "load_thread_memory", "router"]
 
@@ -76,7 +77,7 @@ async def list_threads(
 async def list_messages(
     request: Request,
     tenant: Tenant,
-    thread_id: str,
+    thread_id: ThreadIdPath,
     after: Annotated[int, Query(ge=0, le=2**53, description="The last seq already read")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> MessageList:
@@ -97,7 +98,7 @@ async def list_messages(
 async def get_memory(
     request: Request,
     tenant: Tenant,
-    thread_id: str,
+    thread_id: ThreadIdPath,
     x_profile: Annotated[str | None, Header(alias="X-Profile")] = None,
 ) -> ThreadMemoryOut:
     return await load_thread_memory(
@@ -105,22 +106,36 @@ async def get_memory(
     )
 
 
-@router.delete("/{thread_id:path}/memory", summary="Forget the thread's summary and facts")
+@router.post(
+    "/{thread_id:path}/memory/reset",
+    summary="Forget the thread's summary and facts (the turns stay)",
+    responses=BUSY,
+)
 async def reset_memory(
     request: Request,
     tenant: Tenant,
-    thread_id: str,
+    thread_id: ThreadIdPath,
     working_memory: Annotated[
         bool, Query(description="Also erase the conversation's working memory")
     ] = False,
 ) -> ResetOut:
     """The turns stay; the summary and facts are forgotten, and not rebuilt from the turns
-    so far. With ``working_memory=true`` the conversation's working memory goes too."""
+    so far. With ``working_memory=true`` the conversation's working memory goes too. A POST:
+    the memory view (``GET .../memory``) still answers afterwards, showing what is left."""
     gateway = get_services(request).gateway
     reset = await gateway.reset_thread_memory(
         tenant_id=tenant, thread_id=thread_id, working_memory=working_memory
     )
     return ResetOut(thread_id=thread_id, working_memory_cleared=reset.agent_memory_cleared)
+
+
+router.add_api_route(
+    "/{thread_id:path}/memory",
+    reset_memory,
+    methods=["DELETE"],
+    include_in_schema=False,  # the view stays readable, which a DELETE in the document denies
+)
+"""The earlier spelling of the reset, kept for the clients that use it."""
 
 
 deletion = APIRouter(prefix="/v1/threads", tags=["threads"], responses=ERRORS)
@@ -133,7 +148,7 @@ this router after every other that serves one (memory, messages, working memory)
     status_code=204,
     summary="Delete the thread and everything of it (turns, memory, its agent memory)",
 )
-async def delete_thread(request: Request, tenant: Tenant, thread_id: str) -> Response:
+async def delete_thread(request: Request, tenant: Tenant, thread_id: ThreadIdPath) -> Response:
     """For "delete my conversation" and data-protection requests: unlike ``DELETE .../memory``
     (which forgets the summary and keeps the turns), nothing of the thread remains."""
     await get_services(request).gateway.delete_thread(tenant_id=tenant, thread_id=thread_id)

@@ -16,14 +16,20 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ...errors import NotFoundError, ValidationError
-from ..auth import COOKIE, SESSION_SECONDS, presented_key, presented_session
+from ..auth import (
+    COOKIE,
+    SESSION_SECONDS,
+    presented_key,
+    presented_session,
+    refuse_cross_origin,
+)
 from ..errors import ApiError
 from ..state import Services, get_services
 from .threads import MAX_OFFSET, load_thread_memory
@@ -128,7 +134,7 @@ async def login_form(request: Request) -> Response:
 @router.post("/login")
 async def login(request: Request) -> Response:
     """Checks the key of the form and keeps it in the page's cookie."""
-    _same_origin(request)
+    refuse_cross_origin(request)
     services = get_services(request)
     raw = await request.body()
     fields = parse_qs(raw[:_MAX_FORM_BYTES].decode("utf-8", "replace"))
@@ -156,27 +162,10 @@ async def login(request: Request) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request) -> RedirectResponse:
-    _same_origin(request)
+    refuse_cross_origin(request)
     token = presented_session(request)
     if token:
         await get_services(request).keys.close_page_session(token)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
-
-
-def _same_origin(request: Request) -> None:
-    """Refuses a form another site posted (login CSRF, a forced logout): a browser says where
-    a post comes from in ``Origin``, and it must be this server (a client without one is not a
-    browser on another site)."""
-    origin = request.headers.get("origin")
-    if origin is None:
-        return
-    host = request.headers.get("host", "")
-    if origin == "null" or urlsplit(origin).netloc != host:
-        raise ApiError(
-            403,
-            "cross-origin form posts are refused",
-            code="cross_origin",
-            type="permission_error",
-        )
