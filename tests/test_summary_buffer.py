@@ -226,7 +226,10 @@ async def test_save_context_never_raises_even_for_a_missing_thread(
         profile=DEFAULT_PROFILE,
         cheap_model_id=CHEAP,
     )
-    assert [r.outcome for r in reports] == [wm.UpdateOutcome.FAILED]
+    # A thread deleted while its update waited is the usual way to get here: nothing to do.
+    assert [(r.outcome, r.detail) for r in reports] == [
+        (wm.UpdateOutcome.SKIPPED, "no such thread (deleted meanwhile?)")
+    ]
 
 
 async def test_a_refusing_guard_stops_the_call_and_the_update(

@@ -20,7 +20,14 @@ import logging
 import time
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -30,7 +37,8 @@ from .agent_memory import AgentMemory, AgentMemoryConfig
 from .background import BackgroundQueue
 from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
-from .errors import ConflictError, NotFoundError, ValidationError
+from .conversations import extends, find_conversation
+from .errors import ConflictError, ValidationError
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .leases import keep_renewed
 from .llm import (
@@ -46,7 +54,8 @@ from .llm import (
     UsageGuard,
 )
 from .memory import WorkingMemory, WorkingMemoryProtocol
-from .messages import normalize_turns, overlap
+from .messages import normalize_turns
+from .placement import GATEWAY_TOOLS, check_client_tools, place, tool_name
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
 from .stores.base import Store
@@ -56,7 +65,6 @@ from .tokens import tokenizer_for
 from .types import (
     Message,
     MessageIn,
-    ModelInfo,
     NativeItem,
     Strategy,
     Thread,
@@ -68,6 +76,10 @@ from .types import (
 __all__ = ["AnswerStream", "AskResult", "Gateway", "ResetResult", "ThreadMemory"]
 
 logger = logging.getLogger("workingmem.gateway")
+
+FIND_ATTEMPTS = 8
+"""How often a conversation found without an id is looked for again when another request of
+its family moved it between the finding and the lock."""
 
 ASK_LOCK_SECONDS = 30.0
 """How long a thread's ask lock lasts unless renewed (every third of it while an answer is
@@ -94,7 +106,19 @@ class AskResult:
     tool_rounds: int = 0
     reviewed: bool = False
     finish_reason: str = "stop"
-    """The upstream's reason for ending the answer (``length`` when cut at max_tokens)."""
+    """The upstream's reason for ending the answer (``length`` when cut at max_tokens,
+    ``tool_calls`` when it called the client's tools)."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """The calls of the client's own tools (`ask`'s `tools`) the model made, in OpenAI's
+    format: the client runs them and sends their results in its next request. The gateway's
+    agent-memory calls never appear here: it runs them itself."""
+    thread_id: str = ""
+    """The thread answered: the one asked for, or the conversation found (`ask` without a
+    thread id)."""
+    response: dict[str, Any] | None = None
+    """The upstream's last response as it came (every choice, logprobs, fields the gateway
+    does not know), when the client gives it (`Completion.raw`); for a service that hands it
+    on. Its first choice is what was stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +169,10 @@ class _Run:
     user_id: str | None
     plan: CallPlan
     tools: list[dict[str, Any]]
+    """The gateway's own agent-memory tools, offered while rounds are left."""
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    client_calls: tuple[dict[str, Any], ...] = ()
     turns: list[Turn] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     warnings: list[AssemblyWarning] = field(default_factory=list)
@@ -164,6 +192,9 @@ class AnswerStream:
     def __init__(self, chunks: AsyncGenerator[str, None]) -> None:
         self._chunks = chunks
         self.result: AskResult | None = None
+        self.thread_id: str | None = None
+        """The thread answered, once the stream has begun (a conversation found without
+        an id has one only then)."""
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._chunks
@@ -261,7 +292,7 @@ class Gateway:
         self,
         *,
         tenant_id: str,
-        thread_id: str,
+        thread_id: str | None = None,
         message: str | MessageIn | None = None,
         user_id: str | None = None,
         profile: Profile | str | None = None,
@@ -269,15 +300,29 @@ class Gateway:
         model: str | None = None,
         review: Review | None = None,
         messages: Sequence[MessageIn | NativeItem] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> AskResult:
-        """Answers the thread's newest user turn with the thread's memory.
+        """Answers the thread's newest user turn (or tool results) with the thread's memory.
 
         Args:
+            thread_id: the thread; None finds the conversation by how `messages` open
+                (`workingmem.conversations`: for clients that resend the whole history and
+                name no thread), and `AskResult.thread_id` says which it is.
             message: the user's text, or a user message dict (content parts allowed).
             messages: instead of `message`, the request's turns as a client sends them: only
-                the new ones, or the whole history, or a part of it. The overlap rule
-                (`workingmem.messages.overlap`) stores each turn once: what the thread already
-                ends with is not stored again. The last must be the user's.
+                the new ones, or the whole history, or a part of it, edited or without its
+                last answer (`workingmem.messages.continuation`): each turn is stored once,
+                an edit or a regenerate replaces the turns after the point it changes. The
+                last is the user's, or the results of the client's tool calls.
+            tools: the client's own tools (OpenAI function tools), offered to the model with
+                the gateway's agent-memory tools. A call of one ends the answer: it is stored
+                and returned (`AskResult.tool_calls`) for the client to run.
+            options: other request fields for the upstream, sent as they are (``top_p``,
+                ``stop``, ``tool_choice``, ``response_format``, ...).
+            max_tokens: the answer's cap, and so the output reserve of the memory's budget;
+                None takes the profile's.
             profile: a Profile, a profile id, or None for ``default``.
             system_prompt: overrides the profile's system prompt template for this call.
             model: overrides the profile's answering model for this call.
@@ -290,11 +335,10 @@ class Gateway:
             LLMError, UsageRefusedError: the upstream failed or was refused; the user turn
                 stays stored, and asking again with the same message (or messages) answers it.
         """
-        request = self._checked_request(message, messages)  # before any lock or write
-        async with self._thread_turn(tenant_id, thread_id):
-            run = await self._begin(
-                tenant_id, thread_id, request, user_id, profile, system_prompt, model
-            )
+        request = self._checked_request(message, messages, tools)  # before any lock or write
+        plan = self.plan(profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens)
+        async with self._conversation(tenant_id, thread_id, user_id, system_prompt, request) as on:
+            run = await self._begin(tenant_id, on, request, user_id, plan, options)
             async for _ in self._answer(run, stream=False):
                 pass
             answer = run.answer or ""
@@ -309,28 +353,79 @@ class Gateway:
         self,
         *,
         tenant_id: str,
-        thread_id: str,
+        thread_id: str | None = None,
         message: str | MessageIn | None = None,
         user_id: str | None = None,
         profile: Profile | str | None = None,
         system_prompt: str | None = None,
         model: str | None = None,
         messages: Sequence[MessageIn | NativeItem] | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
         async def chunks() -> AsyncGenerator[str, None]:
-            request = self._checked_request(message, messages)
-            async with self._thread_turn(tenant_id, thread_id):
-                run = await self._begin(
-                    tenant_id, thread_id, request, user_id, profile, system_prompt, model
-                )
+            request = self._checked_request(message, messages, tools)
+            plan = self.plan(
+                profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens
+            )
+            found = self._conversation(tenant_id, thread_id, user_id, system_prompt, request)
+            async with found as on:
+                stream.thread_id = on
+                run = await self._begin(tenant_id, on, request, user_id, plan, options)
                 async for text in self._answer(run, stream=True):
                     yield text
                 stream.result = await self._finish(run, run.answer or "", reviewed=False)
 
         stream = AnswerStream(chunks())
         return stream
+
+    @asynccontextmanager
+    async def _conversation(
+        self,
+        tenant_id: str,
+        thread_id: str | None,
+        user_id: str | None,
+        system_prompt: str | None,
+        request: _Request,
+    ) -> AsyncIterator[str]:
+        """The thread to answer, its ask lock held: `thread_id`, or the conversation found by
+        how the request opens. Found, it is checked again under its lock, since another
+        request of the family may have moved it meanwhile; a fork that another request made
+        first is found again. Bounded: a family this busy is a `ConflictError` (409)."""
+        if thread_id is not None:
+            async with self._thread_turn(tenant_id, thread_id):
+                yield thread_id
+            return
+        views = request.views
+        for _ in range(FIND_ATTEMPTS):
+            found = await find_conversation(
+                self.store,
+                tenant_id=tenant_id,
+                user_id=user_id,
+                system_prompt=system_prompt,
+                request=views,
+            )
+            if found.fork is not None:
+                source, through = found.fork
+                try:
+                    await self.store.fork_thread(
+                        tenant_id=tenant_id,
+                        source_id=source,
+                        thread_id=found.thread_id,
+                        through_seq=through,
+                    )
+                except ConflictError:
+                    continue  # another request forked it first: find again
+            async with self._thread_turn(tenant_id, found.thread_id):
+                if await extends(
+                    self.store, tenant_id=tenant_id, thread_id=found.thread_id, request=views
+                ):
+                    yield found.thread_id
+                    return
+        raise ConflictError("this conversation is busy in another request; ask again")
 
     @asynccontextmanager
     async def _thread_turn(self, tenant_id: str, thread_id: str) -> AsyncIterator[None]:
@@ -381,12 +476,17 @@ class Gateway:
                 )
 
     def _checked_request(
-        self, message: str | MessageIn | None, messages: Sequence[MessageIn | NativeItem] | None
+        self,
+        message: str | MessageIn | None,
+        messages: Sequence[MessageIn | NativeItem] | None,
+        tools: Sequence[dict[str, Any]] | None = None,
     ) -> _Request:
-        """The request's turns, validated once; a ValidationError before anything is locked
-        or written."""
+        """The request's turns and tools, validated once; a ValidationError before anything
+        is locked or written."""
         self._require_model()
-        return _request_turns(message, messages)
+        request = _request_turns(message, messages)
+        request.tools.extend(check_client_tools(list(tools) if tools is not None else None))
+        return request
 
     async def _begin(
         self,
@@ -394,21 +494,33 @@ class Gateway:
         thread_id: str,
         request: _Request,
         user_id: str | None,
-        profile: Profile | str | None,
-        system_prompt: str | None,
-        model: str | None,
+        plan: CallPlan,
+        options: Mapping[str, Any] | None,
     ) -> _Run:
         run = _Run(
             tenant_id=tenant_id,
             thread_id=thread_id,
             user_id=user_id,
-            plan=self.plan(profile, model=model, system_prompt=system_prompt),
+            plan=plan,
             tools=self._tools(user_id),
+            client_tools=request.tools,
+            options=dict(options or {}),
         )
-        new = await self._new_turns(tenant_id, thread_id, request, run.plan.model)
-        if new:
+        placed = await place(
+            self.store,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            request=request.views,
+            tokenizer=tokenizer_for(run.plan.model),
+        )
+        new = request.items[placed.start :]
+        if new or placed.after_seq is not None:
             run.turns += await self.store.append(
-                tenant_id=tenant_id, thread_id=thread_id, messages=new, user_id=user_id
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                messages=new,
+                user_id=user_id,
+                after_seq=placed.after_seq,
             )
         return run
 
@@ -418,10 +530,14 @@ class Gateway:
         *,
         model: str | None = None,
         system_prompt: str | None = None,
+        max_tokens: int | None = None,
     ) -> CallPlan:
         """The settings a call under `profile` runs with (see `GatewayConfig.plan`)."""
         return self.config.plan(
-            self.profiles.get(profile), model=model, system_prompt=system_prompt
+            self.profiles.get(profile),
+            model=model,
+            system_prompt=system_prompt,
+            max_tokens=max_tokens,
         )
 
     def _require_model(self) -> None:
@@ -432,27 +548,6 @@ class Gateway:
                 "forgetting memory need none)",
             )
 
-    async def _new_turns(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        request: _Request,
-        model: ModelInfo,
-    ) -> Sequence[MessageIn | NativeItem]:
-        """The request's turns the thread does not end with yet (the overlap rule): a retry
-        after a failed upstream call, or a client that resends the history, stores nothing
-        twice. One read of the thread's newest turns."""
-        try:
-            tail = await self.store.read_tail(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                tokenizer=tokenizer_for(model),
-                limit=len(request.views),
-            )
-        except NotFoundError:
-            return request.items
-        return request.items[overlap([t.message for t in tail.turns], request.views) :]
-
     def _tools(self, user_id: str | None) -> list[dict[str, Any]]:
         agent = self.agent_memory
         if agent is None or not agent.config.enabled:
@@ -462,10 +557,11 @@ class Gateway:
         return agent.openai_tools()
 
     async def _answer(self, run: _Run, *, stream: bool) -> AsyncGenerator[str, None]:
-        """The rounds of one answer: model call, working-memory tools, until a text answer."""
+        """The rounds of one answer: model call, working-memory tools, until a text answer or
+        a call of the client's tools."""
         limit = self.config.max_tool_rounds
         while True:
-            offer = run.tools if run.rounds < limit else []
+            offer = [*(run.tools if run.rounds < limit else []), *run.client_tools]
             plan = run.plan
             context = await self.assembler.build(
                 tenant_id=run.tenant_id,
@@ -495,6 +591,7 @@ class Gateway:
                     meta=meta,
                     max_tokens=reserve,
                     tools=offer or None,
+                    options=run.options or None,
                 )
                 async with aclosing(events):  # a disconnect closes the upstream stream now
                     async for event in events:
@@ -510,34 +607,42 @@ class Gateway:
                     meta=meta,
                     max_tokens=reserve,
                     tools=offer or None,
+                    options=run.options or None,
                 )
             run.usage = run.usage + completion.usage
             run.completion = completion
-            if not (completion.tool_calls and offer):
-                run.answer = completion.text
-                return
-            run.rounds += 1
-            run.turns += await self._run_tools(run, completion)
+            offered = {tool_name(tool) for tool in offer}
+            calls = [c for c in completion.tool_calls if tool_name(c) in offered]
+            ours = [c for c in calls if tool_name(c) in GATEWAY_TOOLS]
+            run.client_calls = tuple(c for c in calls if tool_name(c) not in GATEWAY_TOOLS)
+            if ours and self.agent_memory is not None:
+                run.rounds += 1
+                text = "" if run.client_calls else completion.text  # the client sees the text
+                run.turns += await self._run_tools(run, ours, text=text)
+                if not run.client_calls:
+                    continue
+            run.answer = completion.text
+            return
 
-    async def _run_tools(self, run: _Run, completion: Completion) -> list[Turn]:
-        """Runs the model's working-memory calls; stores the call and its results together."""
+    async def _run_tools(
+        self, run: _Run, calls: Sequence[dict[str, Any]], *, text: str
+    ) -> list[Turn]:
+        """Runs the model's agent-memory calls; stores them and their results as one unit. A
+        call of the client's tools in the same answer goes into a turn of its own, after it:
+        the client knows the thread without the gateway's rounds."""
         assert self.agent_memory is not None
         results: list[Message] = []
-        for call in completion.tool_calls:
+        for call in calls:
             function = call.get("function") or {}
-            text = await self.agent_memory.execute_tool(
+            result = await self.agent_memory.execute_tool(
                 str(function.get("name", "")),
                 function.get("arguments"),
                 tenant_id=run.tenant_id,
                 conversation_id=run.thread_id,
                 user_id=run.user_id,
             )
-            results.append({"role": "tool", "tool_call_id": call["id"], "content": text})
-        assistant: Message = {
-            "role": "assistant",
-            "content": completion.text or None,
-            "tool_calls": list(completion.tool_calls),
-        }
+            results.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        assistant: Message = {"role": "assistant", "content": text or None, "tool_calls": calls}
         return await self._store_output(run, [assistant, *results], from_model=True)
 
     async def _store_output(
@@ -559,9 +664,11 @@ class Gateway:
             raise LLMError(f"the upstream's answer cannot be stored: {exc}") from exc
 
     async def _finish(self, run: _Run, answer: str, *, reviewed: bool) -> AskResult:
-        run.turns += await self._store_output(
-            run, [{"role": "assistant", "content": answer}], from_model=not reviewed
-        )
+        stored: Message = {"role": "assistant", "content": answer}
+        if run.client_calls:
+            stored = {"role": "assistant", "content": answer or None}
+            stored["tool_calls"] = list(run.client_calls)
+        run.turns += await self._store_output(run, [stored], from_model=not reviewed)
         self._submit_update(run, reviewed)
         assert run.context is not None
         return AskResult(
@@ -573,7 +680,10 @@ class Gateway:
             model=run.plan.model.id,
             tool_rounds=run.rounds,
             reviewed=reviewed,
-            finish_reason=_finish_reason(run.completion),
+            finish_reason="tool_calls" if run.client_calls else _finish_reason(run.completion),
+            thread_id=run.thread_id,
+            tool_calls=run.client_calls,
+            response=run.completion.raw if run.completion is not None else None,
         )
 
     def _update_due(self, run: _Run) -> bool:
@@ -773,6 +883,8 @@ class _Request:
 
     items: list[MessageIn | NativeItem]
     views: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """The client's own tools."""
 
 
 def _request_turns(
@@ -785,8 +897,10 @@ def _request_turns(
         [_user_message(message)] if message is not None else list(messages or ())
     )
     views, _ = normalize_turns(items, "message" if message is not None else "messages")
-    if not views or views[-1]["role"] != "user":
+    if not views or views[-1]["role"] not in ("user", "tool"):
         raise ValidationError(
-            "messages", "the last message must be the user's: it is the turn the model answers"
+            "messages",
+            "the last message must be the user's, or the results of the client's tool calls: "
+            "it is what the model answers",
         )
     return _Request(items=items, views=views)

@@ -92,16 +92,18 @@ class GatewayConfig(Settings):
         *,
         model: str | None = None,
         system_prompt: str | None = None,
+        max_tokens: int | None = None,
     ) -> CallPlan:
-        """One call's settings: the request's `model` and `system_prompt` over the profile's,
-        over these defaults."""
+        """One call's settings: the request's `model`, `system_prompt` and `max_tokens` (the
+        answer's cap, so the output reserve) over the profile's, over these defaults."""
         answering = self.model_info(self.answering_model(model, profile.model_id))
+        reserve = max_tokens or profile.output_reserve_tokens or answering.max_output_tokens
         return CallPlan(
             profile=profile,
             model=answering,
             cheap_model=self.model_info(self.helper_model(profile.cheap_model_id)),
             system_prompt=system_prompt or profile.system_prompt or self.system_prompt,
-            output_reserve_tokens=profile.output_reserve_tokens or answering.max_output_tokens,
+            output_reserve_tokens=reserve,
             memory=profile.resolve(self.working_memory),
         )
 

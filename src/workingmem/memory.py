@@ -283,6 +283,10 @@ class WorkingMemory:
                     cheap_model_id=cheap_model_id,
                     meta=meta if isinstance(meta, CallMeta) else None,
                 )
+        except NotFoundError:  # deleted while the update waited its turn: nothing to write
+            report = UpdateReport(
+                tenant_id, thread_id, UpdateOutcome.SKIPPED, "no such thread (deleted meanwhile?)"
+            )
         except Exception as exc:
             logger.exception("summary update of thread %r failed", thread_id)
             report = UpdateReport(tenant_id, thread_id, UpdateOutcome.FAILED, repr(exc))

@@ -36,17 +36,20 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "MAX_PARTS",
     "TOO_DEEP",
+    "Continuation",
     "OpenUnit",
     "Origin",
     "PlannedTurn",
     "bounded",
     "check_id",
+    "continuation",
     "depth",
     "dumps_message",
     "normalize_messages",
     "normalize_turns",
     "overlap",
     "plan_units",
+    "said",
 ]
 
 MAX_ID_CHARS = 256
@@ -407,14 +410,89 @@ def overlap(stored: Sequence[MessageIn], request: Sequence[MessageIn]) -> int:
     is already there; the rest of the request is new. So a request is stored once however often
     it is sent (a retry after a failure stores nothing again), and a client that resends the
     whole conversation adds only what follows it. `stored` needs only the thread's newest
-    ``len(request)`` turns; messages compare as the store serializes them.
+    ``len(request)`` turns; messages compare by what they say (`said`).
     """
-    tail = [dumps_message(m) for m in stored[-len(request) :]] if request else []
-    wanted = [dumps_message(m) for m in request[: len(tail)]]
+    tail = [said(m) for m in stored[-len(request) :]] if request else []
+    wanted = [said(m) for m in request[: len(tail)]]
     for length in range(len(tail), 0, -1):
         if tail[len(tail) - length :] == wanted[:length]:
             return length
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """Where a request's turns go in its thread (`continuation`)."""
+
+    keep: int | None
+    """How many of the thread's turns (client-visible ones, oldest first) stay: None keeps
+    them all (the request extends the thread); a number is an edit or a regenerate, whose
+    turns after that many are replaced."""
+    start: int
+    """The first of the request's turns that is new."""
+
+
+def continuation(thread: Sequence[MessageIn], request: Sequence[MessageIn]) -> Continuation:
+    """How a request continues its thread, for clients that send only the new turns and for
+    those that resend the whole history, edit it or regenerate an answer.
+
+    - It extends the thread (`overlap`): the turns the thread ends with are not stored again.
+    - Else, when it starts where the thread starts, it is the whole history: the thread keeps
+      the turns the two have in common from the start, and the request's turns after those
+      replace the rest. A regenerate (the history without its last answer) replaces the last
+      answer; an edit replaces the thread from the edited turn on. One turn alone is read so
+      only on a thread of one exchange, so that a client sending just its new message never
+      rewinds a longer thread by saying again what it said first.
+    - Else its turns are all new.
+
+    `thread` holds the thread's client-visible turns from its start, at least
+    ``len(request) + 1`` of them when there are that many (or the newest ones when the request
+    extends them: check `overlap` first).
+    """
+    if not thread or not request:
+        return Continuation(keep=None, start=0)
+    common = 0
+    for old, new in zip(thread, request, strict=False):
+        if said(old) != said(new):
+            break
+        common += 1
+    if common and (len(request) > 1 or len(thread) <= 2):
+        return Continuation(keep=common, start=common)
+    return Continuation(keep=None, start=0)
+
+
+def said(message: MessageIn) -> str:
+    """A message as the overlap rule compares it: what it says, not how a client spells it.
+    Text parts read as their text, an empty content as none, a tool call as its id, name and
+    arguments (as JSON values: a client that parsed and re-serialized them spells them
+    otherwise), a tool result as its call and content. Other fields (a name, extras) too."""
+    key: dict[str, Any] = {k: v for k, v in message.items() if v not in (None, "", [], {})}
+    content = key.get("content")
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and set(p) <= {"type", "text"}
+        for p in content
+    ):
+        key["content"] = "".join(str(p.get("text", "")) for p in content)
+        if not key["content"]:
+            del key["content"]
+    calls = key.get("tool_calls")
+    if isinstance(calls, list):
+        key["tool_calls"] = [_said_call(call) for call in calls]
+    return json.dumps(key, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def _said_call(call: object) -> object:
+    if not isinstance(call, dict):
+        return call
+    function = call.get("function")
+    if not isinstance(function, dict):
+        return call
+    arguments = function.get("arguments", "")
+    try:
+        parsed: object = json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        parsed = arguments
+    return {"id": call.get("id"), "name": function.get("name"), "arguments": parsed}
 
 
 def depth(value: object, limit: int = MAX_DEPTH + 3) -> int:

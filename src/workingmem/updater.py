@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .config import WorkingMemoryConfig
-from .errors import ConflictError
+from .errors import ConflictError, NotFoundError
 from .leases import keep_renewed
 from .llm import CallKind, CallMeta, LLMError, UsageRefusedError
 from .stores.base import StateWrite, ThreadStore
@@ -103,9 +103,10 @@ class SummaryUpdater:
             renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewing
-            await self.store.release_memory_update(
-                tenant_id=tenant_id, thread_id=thread_id, owner=owner
-            )
+            with contextlib.suppress(NotFoundError):  # the thread was deleted: the lease too
+                await self.store.release_memory_update(
+                    tenant_id=tenant_id, thread_id=thread_id, owner=owner
+                )
 
     async def _due(self, tenant_id: str, thread_id: str, config: WorkingMemoryConfig) -> bool:
         """A read-only look first: most calls find nothing due and need no lease (a write)."""

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import workingmem as wm
@@ -14,7 +15,7 @@ from tests.helpers import summarizing_responder
 from workingmem.llm.testing import Reply, ScriptedUpstream
 from workingmem.service import ServiceSettings, create_app
 
-from .live import LiveServer
+from .live import LiveServer, create_key
 
 MODEL = wm.ModelInfo(id="answer-model", context_window=8_000, max_output_tokens=500)
 CONFIG = wm.GatewayConfig(
@@ -27,8 +28,8 @@ TEMPLATE = "# User\n- Name:\n"
 
 
 def answering(request: dict[str, Any]) -> Reply:
-    """Helper calls (JSON asked for) get a summary; answers repeat the last user message."""
-    if "response_format" in request:
+    """Helper calls (the cheap model's) get a summary; answers repeat the last message."""
+    if request.get("model") == "cheap-model":
         return summarizing_responder(request)
     last = request["messages"][-1]
     return Reply(f"You said: {last['content']}", prompt_tokens=100, completion_tokens=10)
@@ -72,3 +73,18 @@ def service(database_url: str, upstream: ScriptedUpstream) -> Iterator[LiveServe
     """The service on 127.0.0.1, on the database, answering through the scripted upstream."""
     with LiveServer(create_app(settings_for(database_url, upstream))) as live:
         yield live
+
+
+@pytest.fixture
+def key(service: LiveServer, database_url: str, tenant: str) -> str:
+    """An API key of the test's tenant, in the service's database."""
+    return create_key(database_url, tenant, "tests").secret
+
+
+@pytest.fixture
+def api(service: LiveServer, key: str) -> Iterator[httpx.Client]:
+    """The REST API with the tenant's key."""
+    with httpx.Client(
+        base_url=service.url, headers={"Authorization": f"Bearer {key}"}, timeout=10
+    ) as client:
+        yield client

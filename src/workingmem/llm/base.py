@@ -22,8 +22,8 @@ library's tree::
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..errors import WorkingMemoryError
@@ -109,6 +109,10 @@ class Completion:
     tool_calls: tuple[dict[str, Any], ...] = ()
     """The tool calls of the answer, in OpenAI message format
     (``{"id", "type": "function", "function": {"name", "arguments"}}``)."""
+    raw: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The upstream's whole response as JSON (every choice, logprobs, fields this library does
+    not know), for a gateway that hands it on; None when there is none (a stream, the local
+    model)."""
 
 
 @runtime_checkable
@@ -129,6 +133,7 @@ class LLMClient(Protocol):
         temperature: float | None = None,
         response_format: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One chat completion.
 
@@ -141,6 +146,10 @@ class LLMClient(Protocol):
             response_format: Passed through: ``{"type": "json_object"}`` or a
                 ``{"type": "json_schema", ...}`` structured-output request.
             tools: Tool definitions in OpenAI format, passed through.
+            options: Other request fields, sent as they are (``top_p``, ``stop``, ``seed``,
+                ``tool_choice``, ``logprobs``, fields only the upstream knows): a client
+                forwards what the caller asked for. Callers pass it only when it has fields,
+                so a host's client written before it existed keeps working.
 
         Raises:
             LLMError: The upstream failed, after the client's own retries.
@@ -189,6 +198,7 @@ class StreamingLLMClient(Protocol):
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """One streamed chat completion: `TextDelta` per piece of text, then one `StreamEnd`.
 
@@ -202,6 +212,7 @@ class StreamingLLMClient(Protocol):
             max_tokens: The cap on the answer's tokens; None leaves it to the upstream.
             temperature: None leaves it to the upstream.
             tools: Tool definitions in OpenAI format, passed through.
+            options: Other request fields, sent as they are (see `LLMClient.complete`).
 
         Raises:
             LLMError: The upstream failed, before the first event or in the middle of the

@@ -42,7 +42,7 @@ import asyncio
 import importlib.util
 import json
 import os
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -66,6 +66,7 @@ __all__ = [
     "LOCAL_MODEL",
     "LOCAL_MODEL_CONTEXT",
     "LOCAL_MODEL_SHA256",
+    "LOCAL_OPTIONS",
     "LocalModelClient",
     "LocalModelStats",
     "LocalModelUnavailableError",
@@ -214,15 +215,18 @@ class LocalModelClient:
         temperature: float | None = None,
         response_format: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One chat completion; see `LLMClient.complete`.
 
         `model` and `tools` are not used: one model is loaded (the completion names it) and it
-        answers in text; `meta.kind` sets the call's priority. A `response_format` this client
+        answers in text; `meta.kind` sets the call's priority. Of `options`, the sampling
+        fields llama.cpp knows are followed (`LOCAL_OPTIONS`); the others are not sent
+        anywhere, so they are ignored. A `response_format` this client
         cannot follow, or a prompt longer than the context window, is an `LLMError` with status
         400, as from an upstream. A cancelled call stops its generation.
         """
-        request = self._request(messages, max_tokens, temperature, response_format)
+        request = self._request(messages, max_tokens, temperature, response_format, options)
         job = await self._submit(request, meta, stream=False)
         try:
             event = await job.events.get()
@@ -243,6 +247,7 @@ class LocalModelClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """One streamed chat completion; see `StreamingLLMClient.stream`.
 
@@ -250,7 +255,7 @@ class LocalModelClient:
         usage is counted in the worker (llama.cpp streams none): the prompt as the chat
         template renders it, the answer's text tokenized again.
         """
-        request = self._request(messages, max_tokens, temperature, None)
+        request = self._request(messages, max_tokens, temperature, None, options)
         job = await self._submit(request, meta, stream=True)
         try:
             while True:
@@ -289,6 +294,7 @@ class LocalModelClient:
         max_tokens: int | None,
         temperature: float | None,
         response_format: dict[str, Any] | None,
+        options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The keywords of ``create_chat_completion``, checked; a schema becomes its grammar."""
         if max_tokens is not None and (
@@ -302,6 +308,8 @@ class LocalModelClient:
             "repeat_penalty": self.repeat_penalty,
             "seed": self.seed,
         }
+        given = options or {}
+        request.update((name, given[name]) for name in LOCAL_OPTIONS & given.keys())
         schema = _schema_of(response_format)
         if schema is not None:
             request["grammar"] = cached_grammar(json.dumps(schema))
@@ -323,6 +331,10 @@ class LocalModelClient:
         if not self._verified and self._sha256 is not None:
             await asyncio.to_thread(verify_weights, self.model_path, self._sha256)
             self._verified = True
+
+
+LOCAL_OPTIONS = frozenset({"top_p", "stop", "seed", "presence_penalty", "frequency_penalty"})
+"""The request fields the local model follows (llama.cpp's own names for them)."""
 
 
 def chat_messages(messages: Sequence[MessageIn]) -> list[dict[str, str]]:

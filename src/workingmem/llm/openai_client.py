@@ -23,7 +23,7 @@ than the rest of `workingmem`, and a host on the local model or its own client n
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -142,14 +142,15 @@ class OpenAIClient:
         temperature: float | None = None,
         response_format: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One chat completion; see `LLMClient.complete`. `meta` is not sent upstream."""
-        options = self._options(max_tokens, temperature, tools)
+        fields = self._options(max_tokens, temperature, tools, options)
         if response_format is not None:
-            options["response_format"] = response_format
+            fields["response_format"] = response_format
         try:
             response = await self._client.chat.completions.create(
-                model=model, **_as_body(messages), **options
+                model=model, **_as_body(messages, fields)
             )
         except self._sdk_errors as exc:
             raise self._error(exc) from exc
@@ -168,6 +169,7 @@ class OpenAIClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """One streamed chat completion; see `StreamingLLMClient.stream`.
 
@@ -176,8 +178,8 @@ class OpenAIClient:
         a stream that ends before its ``finish_reason`` is a retryable `LLMError`. Closing the
         generator early (``aclose()``) closes the HTTP response. `meta` is not sent upstream.
         """
-        options = self._options(max_tokens, temperature, tools)
-        chunks = await self._open_stream(model, list(messages), options)
+        fields = self._options(max_tokens, temperature, tools, options)
+        chunks = await self._open_stream(model, list(messages), fields)
         answer = _StreamedAnswer(model=model)
         try:
             while True:
@@ -221,7 +223,7 @@ class OpenAIClient:
         self, model: str, messages: Sequence[MessageIn], options: dict[str, Any]
     ) -> openai.AsyncStream[ChatCompletionChunk]:
         response = await self._client.chat.completions.create(
-            model=model, **_as_body(messages), stream=True, **options
+            model=model, **_as_body(messages, options), stream=True
         )
         return cast("openai.AsyncStream[ChatCompletionChunk]", response)
 
@@ -230,16 +232,21 @@ class OpenAIClient:
         max_tokens: int | None,
         temperature: float | None,
         tools: Sequence[dict[str, Any]] | None,
+        options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The request fields a caller set; what is None (or no tools) is left out."""
-        options: dict[str, Any] = {}
+        """The request fields a caller set; what is None (or no tools) is left out. `options`
+        go in the body as they are (the SDK's ``extra_body``: it knows not every field an
+        upstream does)."""
+        fields: dict[str, Any] = {}
         if max_tokens is not None:
-            options[self._max_tokens_param] = max_tokens
+            fields[self._max_tokens_param] = max_tokens
         if temperature is not None:
-            options["temperature"] = temperature
+            fields["temperature"] = temperature
         if tools:
-            options["tools"] = list(tools)
-        return options
+            fields["tools"] = list(tools)
+        if options:
+            fields["extra_body"] = dict(options)
+        return fields
 
     async def aclose(self) -> None:
         """Closes the SDK client's connections, unless the host passed its own client."""
@@ -281,6 +288,7 @@ def _completion(response: object, model: str) -> Completion:
         tool_calls=tuple(
             call.model_dump(mode="json", exclude_none=True) for call in message.tool_calls or ()
         ),
+        raw=response.model_dump(mode="json", exclude_unset=True),
     )
 
 
@@ -445,13 +453,16 @@ def _short(text: str) -> str:
     return text[: _MESSAGE_CHARS - 1] + "…"
 
 
-def _as_body(messages: Sequence[MessageIn]) -> dict[str, Any]:
+def _as_body(messages: Sequence[MessageIn], fields: dict[str, Any] | None = None) -> dict[str, Any]:
     """The messages as request keyword arguments, sent as they are.
 
     The SDK walks every message to transform it against its typed schema (about 40 ms for 225
     messages here, more than the rest of a gateway request); ours are already plain,
     validated chat-format dicts, so they go in the body through ``extra_body``, which the SDK
     sends untouched and which takes precedence over the (empty) ``messages`` argument. The
-    bytes on the wire are the same.
+    bytes on the wire are the same. The caller's `fields` go with them, their ``extra_body``
+    (the caller's `options`) merged in.
     """
-    return {"messages": cast(Any, []), "extra_body": {"messages": list(messages)}}
+    body = dict(fields or {})
+    extra = {**body.pop("extra_body", {}), "messages": list(messages)}
+    return {**body, "messages": cast(Any, []), "extra_body": extra}

@@ -74,6 +74,10 @@ class Reply:
     """False leaves the usage out of the answer, as some servers do."""
     chunk_chars: int = 8
     """When streamed: the characters of content per chunk."""
+    more_choices: Sequence[str] = ()
+    """Not streamed: the texts of further choices (a request with ``n`` > 1)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Not streamed: top-level fields added to the response (``system_fingerprint``, ...)."""
     drop_after_chunks: int | None = None
     """When streamed: close the connection after this many chunks, the body unfinished (the
     response declares its full length, so the client sees the stream broken off, as when a
@@ -474,8 +478,18 @@ def _completion_body(reply: Reply, request: dict[str, Any], completion_id: str) 
                 "message": message,
                 "logprobs": None,
                 "finish_reason": _finish_reason(reply),
-            }
+            },
+            *(
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+                for index, text in enumerate(reply.more_choices, start=1)
+            ),
         ],
+        **reply.extra,
     }
     if reply.usage:
         body["usage"] = _usage(reply, request)

@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -276,6 +276,7 @@ class GuardedClient:
         temperature: float | None = None,
         response_format: dict[str, Any] | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One guarded, traced chat completion; see `LLMClient.complete`.
 
@@ -297,6 +298,7 @@ class GuardedClient:
                 temperature=temperature,
                 response_format=response_format,
                 tools=tools,
+                **({"options": options} if options else {}),
             )
             record.completion = completion  # traced with its usage even if record() fails
             await self.guard.record(meta, completion.usage)
@@ -312,6 +314,7 @@ class GuardedClient:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[StreamEvent, None]:
         """One guarded, traced, streamed chat completion; see `StreamingLLMClient.stream`.
 
@@ -347,6 +350,7 @@ class GuardedClient:
                 max_tokens=max_tokens,
                 temperature=temperature,
                 tools=tools,
+                **({"options": options} if options else {}),
             )
             try:
                 async for event in events:

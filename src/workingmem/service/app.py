@@ -34,7 +34,7 @@ from .limits import BodyLimitMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .openapi import publish
 from .page_security import PageSecurityMiddleware
-from .routes import chat, ops, threads, ui, working_memory
+from .routes import chat, models, ops, threads, ui, working_memory
 from .settings import ServiceSettings
 from .state import Services
 
@@ -87,7 +87,7 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(PageSecurityMiddleware)
-    for module in (chat, threads, working_memory, ops, ui):
+    for module in (chat, models, threads, working_memory, ops, ui):
         app.include_router(module.router)
     app.include_router(threads.deletion)  # last: its path matches every path under a thread
     if gateway is not None:

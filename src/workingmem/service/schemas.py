@@ -1,10 +1,8 @@
-"""The HTTP shapes: OpenAI's chat completion, and the memory REST resources.
+"""The HTTP shapes of the memory REST resources (OpenAI's chat shapes: `chat_schemas`).
 
-    body = ChatCompletionRequest.model_validate(request_json)
     ThreadOut.of(thread)      # a library value as its HTTP resource
 
-The chat shapes follow OpenAI's (fields a client may send and this service does not forward are
-accepted: `extra="allow"`). The REST shapes give times as ISO 8601 UTC.
+The REST shapes give times as ISO 8601 UTC; errors have OpenAI's shape.
 """
 
 from __future__ import annotations
@@ -12,16 +10,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..gateway import ThreadMemory
 from ..stores.documents import WorkingMemoryDocument
 from ..types import Thread, Turn, WorkingMemoryState
+from .chat_schemas import (
+    ChatCompletion,
+    ChatCompletionRequest,
+)
 
 __all__ = [
     "ChatCompletion",
     "ChatCompletionRequest",
-    "ChatMessage",
     "ErrorResponse",
     "FactOut",
     "Health",
@@ -49,96 +50,6 @@ class ErrorResponse(BaseModel):
     """Every error: OpenAI's shape."""
 
     error: ErrorDetail
-
-
-# -- chat completions ------------------------------------------------------------------------
-
-
-class ChatMessage(BaseModel):
-    """One message of a request; other OpenAI fields are accepted and checked by the library."""
-
-    model_config = ConfigDict(extra="allow")
-
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[dict[str, Any]] | None = None
-    name: str | None = None
-
-
-class StreamOptions(BaseModel):
-    include_usage: bool = False
-    """Send a last chunk with the usage (and ``"usage": null`` on the others)."""
-
-
-class ChatCompletionRequest(BaseModel):
-    """OpenAI's request. `messages` are the NEW turns of the thread named by ``X-Thread-Id``."""
-
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={
-            "examples": [
-                {
-                    "model": "gpt-4o-mini",
-                    "messages": [{"role": "user", "content": "What did I say my budget was?"}],
-                }
-            ]
-        },
-    )
-
-    model: str | None = Field(default=None, max_length=256)
-    """The upstream model; the name of a served profile picks that profile (and its model)."""
-    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
-    """An optional leading system (or developer) message, then the new turns, a user one last."""
-    stream: StrictBool = False
-    """A JSON boolean: ``"yes"`` is refused, not read as true."""
-    stream_options: StreamOptions | None = None
-    user: str | None = None
-    """The user; else the ``X-User-Id`` header."""
-    n: StrictInt | None = Field(default=None, ge=1, le=128)
-    """Only 1 is supported."""
-    max_tokens: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
-    max_completion_tokens: StrictInt | None = Field(default=None, ge=1, le=1_000_000)
-    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
-    top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
-    seed: StrictInt | None = None
-    tools: list[Any] | None = None
-    """Client-side tools are not supported yet: a request with tools is refused (400)."""
-    tool_choice: Any = None
-    functions: list[Any] | None = None
-    function_call: Any = None
-    response_format: dict[str, Any] | None = None
-    """Only ``{"type": "text"}`` is supported."""
-
-
-class AssistantMessage(BaseModel):
-    role: Literal["assistant"] = "assistant"
-    content: str
-    refusal: None = None
-
-
-class Choice(BaseModel):
-    index: int = 0
-    message: AssistantMessage
-    finish_reason: str = "stop"
-    logprobs: None = None
-
-
-class CompletionUsage(BaseModel):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-class ChatCompletion(BaseModel):
-    """OpenAI's response."""
-
-    id: str
-    object: Literal["chat.completion"] = "chat.completion"
-    created: int
-    model: str
-    choices: list[Choice]
-    usage: CompletionUsage
 
 
 # -- threads and memory ----------------------------------------------------------------------

@@ -3,10 +3,11 @@
     first = await first_piece(stream)           # a failure before the answer: a plain error
     return StreamingResponse(answer_events(stream, first, ...), media_type="text/event-stream")
 
-The events: a chunk with the assistant role, a chunk per piece of text, a chunk with the
-finish reason, the usage chunk (``choices: []``) when ``stream_options.include_usage``, then
-``data: [DONE]``. A failure once the answer has begun is sent as one ``data: {"error": ...}``
-event in OpenAI's error shape, and the stream ends.
+The events: a chunk with the assistant role, a chunk per piece of text, the calls of the
+client's tools (each whole, in one chunk), a chunk with the finish reason, the usage chunk
+(``choices: []``) when ``stream_options.include_usage``, then ``data: [DONE]``. A failure
+once the answer has begun is sent as one ``data: {"error": ...}`` event in OpenAI's error
+shape, and the stream ends.
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ async def answer_events(
                     ApiError(500, "internal error", code="internal_error", type="server_error")
                 )
                 return
+        calls = stream.result.tool_calls if stream.result is not None else ()
+        if calls:  # whole, once the upstream's deltas are in: a client reads them by index
+            yield _event(
+                chunk({"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]})
+            )
         usage = stream.result.usage if stream.result is not None else Usage()
         metrics.observe_answer(usage)
         yield _event(chunk({}, stream.result.finish_reason if stream.result else "stop"))

@@ -76,16 +76,23 @@ class SQLThreads:
         thread_id: str,
         messages: Sequence[Any],
         user_id: str | None = None,
+        after_seq: int | None = None,
     ) -> list[Turn]:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
             check_id("user_id", user_id)
+        if after_seq is not None and (
+            isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0
+        ):
+            raise ValidationError("after_seq", f"must be a seq (an int >= 0), got {after_seq!r}")
         clean, origins = normalize_turns(messages)
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
         async with self._dialect.write() as session:
             row = await self._locked_or_new_thread(session, tenant_id, thread_id, user_id, stamp)
             pk, turn_count, last_unit_seq = row[0], row[4], row[5]
+            if after_seq is not None and after_seq < turn_count:
+                turn_count, last_unit_seq = await self._cut(session, pk, kept=after_seq)
             if not clean:
                 return []
             open_unit = None
@@ -198,6 +205,70 @@ class SQLThreads:
             )
         return [self._turn(r) for r in rows]
 
+    async def fork_thread(
+        self, *, tenant_id: str, source_id: str, thread_id: str, through_seq: int
+    ) -> Thread:
+        """A new thread with the source's turns up to `through_seq` (see `TurnStore`)."""
+        tenant_id, source_id = _rows.check_scope(tenant_id, source_id)
+        thread_id = check_id("thread_id", thread_id)
+        if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < 0:
+            raise ValidationError(
+                "through_seq", f"must be a seq (an int >= 0), got {through_seq!r}"
+            )
+        stamp = self._dialect.stamp(_rows.utcnow())
+        async with self._dialect.write() as session:
+            source = await self._thread_row(session, tenant_id, source_id, lock=True)
+            kept = min(through_seq, source[4])
+            unit = await session.row(
+                "SELECT unit_seq FROM turns WHERE thread_pk = ? AND seq = ?", (source[0], kept)
+            )
+            row = await session.row(
+                "INSERT INTO threads (tenant_id, thread_id, user_id, turn_count, last_unit_seq, "
+                "tokenizers, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                f"ON CONFLICT (tenant_id, thread_id) DO NOTHING RETURNING {THREAD_COLUMNS}",
+                (
+                    tenant_id,
+                    thread_id,
+                    source[3],
+                    kept,
+                    unit[0] if unit else 0,
+                    source[6],
+                    stamp,
+                    stamp,
+                ),
+            )
+            if row is None:
+                raise ConflictError(f"thread {thread_id!r} exists already")
+            pk, source_pk = row[0], source[0]
+            await session.run(
+                "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, "
+                "format, item) SELECT ?, seq, unit_seq, role, user_id, message, created_at, "
+                "format, item FROM turns WHERE thread_pk = ? AND seq <= ?",
+                (pk, source_pk, kept),
+            )
+            await session.run(
+                "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) SELECT ?, "
+                "tokenizer, seq, tokens FROM turn_tokens WHERE thread_pk = ? AND seq <= ?",
+                (pk, source_pk, kept),
+            )
+            state = await session.row(
+                "SELECT summary, facts, turn_count FROM memory_state_versions "
+                "WHERE thread_pk = ? AND turn_count <= ? ORDER BY version DESC LIMIT 1",
+                (source_pk, kept),
+            )
+            if state is not None:  # the summary of the common part comes along
+                await session.run(
+                    "INSERT INTO memory_states (thread_pk, version, summary, facts, turn_count, "
+                    "updated_at) VALUES (?, 1, ?, ?, ?, ?)",
+                    (pk, state[0], state[1], state[2], stamp),
+                )
+                await session.run(
+                    "INSERT INTO memory_state_versions (thread_pk, version, summary, facts, "
+                    "turn_count, reason, created_at) VALUES (?, 1, ?, ?, ?, 'fork', ?)",
+                    (pk, state[0], state[1], state[2], stamp),
+                )
+        return self._thread(row)
+
     async def delete_thread(self, *, tenant_id: str, thread_id: str) -> None:
         """Deletes the thread and everything of it (see `TurnStore.delete_thread`)."""
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
@@ -227,21 +298,23 @@ class SQLThreads:
             row = await self._thread_row(session, tenant_id, thread_id, lock=True)
         return row
 
-    async def _cut(self, session: Session, pk: int, *, kept: int) -> None:
+    async def _cut(self, session: Session, pk: int, *, kept: int) -> tuple[int, int]:
         """Removes the turns after seq `kept`, with their counts, and rolls the memory state
         back so that the summary describes only turns that still exist. In the caller's
-        transaction, the thread's row locked."""
+        transaction, the thread's row locked. The thread's turn count and last unit's seq."""
         await session.run("DELETE FROM turn_tokens WHERE thread_pk = ? AND seq > ?", (pk, kept))
-        if not await session.run("DELETE FROM turns WHERE thread_pk = ? AND seq > ?", (pk, kept)):
-            return
+        removed = await session.run("DELETE FROM turns WHERE thread_pk = ? AND seq > ?", (pk, kept))
         last = await session.row(
             "SELECT unit_seq FROM turns WHERE thread_pk = ? AND seq = ?", (pk, kept)
         )
-        await session.run(
-            "UPDATE threads SET turn_count = ?, last_unit_seq = ? WHERE id = ?",
-            (kept, last[0] if last else 0, pk),
-        )
-        await self._roll_back_state(session, pk, kept=kept)
+        last_unit_seq = last[0] if last else 0
+        if removed:
+            await session.run(
+                "UPDATE threads SET turn_count = ?, last_unit_seq = ? WHERE id = ?",
+                (kept, last_unit_seq, pk),
+            )
+            await self._roll_back_state(session, pk, kept=kept)
+        return kept, last_unit_seq
 
     async def _roll_back_state(self, session: Session, pk: int, *, kept: int) -> None:
         """Moves the state back to the newest version that covers at most `kept` turns, and

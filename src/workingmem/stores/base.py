@@ -65,12 +65,16 @@ class TurnStore(Protocol):
         thread_id: str,
         messages: Sequence[MessageIn | Turn | NativeItem],
         user_id: str | None = None,
+        after_seq: int | None = None,
     ) -> list[Turn]:
         """Stores messages at the end of a thread, all or none; creates the thread if new.
 
         Validates every message first (`ValidationError` names the field; nothing is stored),
         and counts each turn's tokens with every tokenizer the thread was loaded with.
-        Returns the stored turns with their seq.
+        Returns the stored turns with their seq. With `after_seq`, the turns after that seq
+        are removed first, in the same transaction, and the memory state rolls back as for
+        `pop_turns`: an edit of the history, or a regenerated answer. `messages` then
+        continue the thread from that seq (and may be empty).
         """
         ...
 
@@ -101,6 +105,17 @@ class TurnStore(Protocol):
         removed and the new ones appended. The whole sequence is validated first (nothing
         changes on a `ValidationError`), and the memory state rolls back as for `pop_turns`
         when it covered a removed turn. Returns the thread's turns as stored now.
+        """
+        ...
+
+    async def fork_thread(
+        self, *, tenant_id: str, source_id: str, thread_id: str, through_seq: int
+    ) -> Thread:
+        """A new thread, `thread_id`, that starts as the source's first `through_seq` turns
+        (verbatim, with their counts), its memory the source's newest summary version that
+        covers only those turns: for a conversation that parts from another one where they
+        differ. `NotFoundError` for a missing source (or another tenant's), `ConflictError`
+        when `thread_id` exists already.
         """
         ...
 

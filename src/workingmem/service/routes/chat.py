@@ -4,8 +4,10 @@
     client.chat.completions.create(model="gpt-4o-mini", extra_headers={"X-Thread-Id": "th1"},
                                    messages=[{"role": "user", "content": "And in May?"}])
 
-Send only the new message: the gateway stores it, puts the thread's memory in front of the
-model and stores the answer. See `workingmem.service.turns` for what a request's messages mean.
+Send the new turns, or the whole history: the gateway stores what is new, puts the thread's
+memory in front of the model and stores the answer; the client's own tools come back to it as
+``tool_calls``. See `workingmem.service.turns` for what a request's messages mean; every field
+the gateway does not act on reaches the upstream as it was sent.
 The profile: the ``X-Profile`` header, else the profile that `model` names, else ``default``;
 `model` (when it names no profile) overrides the profile's upstream model.
 """
@@ -14,23 +16,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...messages import check_id
 from ..auth import Tenant
+from ..chat_response import completion_body
+from ..chat_schemas import ORDER_RULES, ChatCompletion, ChatCompletionRequest, forwarded
 from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..errors import ApiError
 from ..params import ThreadIdHeader, UserIdHeader
-from ..schemas import (
-    AssistantMessage,
-    ChatCompletion,
-    ChatCompletionRequest,
-    Choice,
-    CompletionUsage,
-)
 from ..sse import StreamInfo, answer_events, first_piece
 from ..state import get_services
 from ..turns import plan_turns
@@ -56,7 +53,8 @@ def _header_text(value: str | None) -> str | None:
     "/v1/chat/completions",
     response_model=ChatCompletion,
     responses={200: {"content": {"text/event-stream": {}}}, **BUSY, **UPSTREAM},
-    summary="Answer the thread's new message, with its memory",
+    summary="Answer the thread's new turns, with its memory",
+    description=ORDER_RULES,
 )
 async def chat_completions(
     body: ChatCompletionRequest,
@@ -66,39 +64,44 @@ async def chat_completions(
     x_user_id: UserIdHeader = None,
     x_profile: Annotated[str | None, Header(alias="X-Profile")] = None,
 ) -> Response:
-    """OpenAI's chat completion; the thread comes from ``X-Thread-Id``."""
+    """OpenAI's chat completion; the thread comes from ``X-Thread-Id``, else from
+    ``metadata.thread_id``, else it is the conversation the messages open (a front end that
+    resends the whole history needs no id); the response's ``X-Thread-Id`` names it."""
     services = get_services(request)
     gateway = services.gateway
     x_thread_id, x_user_id = _header_text(x_thread_id), _header_text(x_user_id)
     x_profile = _header_text(x_profile)
-    if x_thread_id is None or not x_thread_id.strip():
-        raise ApiError(
-            400,
-            "missing X-Thread-Id header: name the conversation this message belongs to "
-            "(any id of 1-256 printable characters)",
-            code="missing_thread_id",
-            param="X-Thread-Id",
-        )
-    thread_id = check_id("X-Thread-Id", x_thread_id)
+    thread_id = _thread_id(x_thread_id, body)
     user_id = body.user or x_user_id or None
     if user_id is not None:
         check_id("user", user_id)
+    if body.stream and (body.n or 1) > 1:
+        raise ApiError(
+            400,
+            "n > 1 is served without stream: ask for one choice, or do not stream",
+            code="unsupported_parameter",
+            param="n",
+        )
     turns = plan_turns(body)
     profile, model = gateway.profiles.for_request(x_profile, body.model)
-    headers = {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
+    ask: dict[str, Any] = {
+        "tenant_id": tenant,
+        "thread_id": thread_id,
+        "messages": turns.messages,
+        "user_id": user_id,
+        "profile": profile,
+        "system_prompt": turns.system_prompt,
+        "model": model,
+        "tools": [tool.model_dump(mode="json", exclude_unset=True) for tool in body.tools or ()],
+        "options": forwarded(body),
+        "max_tokens": body.max_completion_tokens or body.max_tokens,
+    }
     if body.stream:
-        stream = gateway.ask_stream(
-            tenant_id=tenant,
-            thread_id=thread_id,
-            messages=turns.messages,
-            user_id=user_id,
-            profile=profile,
-            system_prompt=turns.system_prompt,
-            model=model,
-        )
+        stream = gateway.ask_stream(**ask)
         first = await first_piece(stream)
+        headers = _thread_header(stream.thread_id or "")
         info = StreamInfo(
             completion_id=completion_id,
             created=created,
@@ -111,37 +114,28 @@ async def chat_completions(
             headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
     try:
-        result = await unless_disconnected(
-            request,
-            gateway.ask(
-                tenant_id=tenant,
-                thread_id=thread_id,
-                messages=turns.messages,
-                user_id=user_id,
-                profile=profile,
-                system_prompt=turns.system_prompt,
-                model=model,
-            ),
-        )
+        result = await unless_disconnected(request, gateway.ask(**ask))
     except ClientDisconnectedError:
         return Response(status_code=499)  # nobody reads it: nginx's "client closed request"
     services.metrics.observe_answer(result.usage)
+    headers = _thread_header(result.thread_id)
     if result.warnings:
         headers["X-Workingmem-Warnings"] = ",".join(sorted({w.code for w in result.warnings}))
-    answer = ChatCompletion(
-        id=completion_id,
-        created=created,
-        model=result.model,
-        choices=[
-            Choice(
-                message=AssistantMessage(content=result.answer),
-                finish_reason=result.finish_reason,
-            )
-        ],
-        usage=CompletionUsage(
-            prompt_tokens=result.usage.prompt_tokens,
-            completion_tokens=result.usage.completion_tokens,
-            total_tokens=result.usage.total_tokens,
-        ),
-    )
-    return JSONResponse(answer.model_dump(mode="json"), headers=headers)
+    answer = completion_body(result, completion_id=completion_id, created=created)
+    return JSONResponse(answer, headers=headers)
+
+
+def _thread_header(thread_id: str) -> dict[str, str]:
+    """The thread answered, always said: a client that named none learns the one found."""
+    return {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
+
+
+def _thread_id(header: str | None, body: ChatCompletionRequest) -> str | None:
+    """The thread a request names: its ``X-Thread-Id``, else its ``metadata.thread_id``; None
+    lets the gateway find the conversation by how it opens."""
+    if header is not None and header.strip():
+        return check_id("X-Thread-Id", header)
+    named = (body.metadata or {}).get("thread_id")
+    if named is not None:
+        return check_id("metadata.thread_id", named)
+    return None

@@ -1,0 +1,167 @@
+"""Where a request's turns go in its thread, as the client sees the thread.
+
+    placed = await place(store, tenant_id="t1", thread_id="th", request=views, tokenizer=tok)
+    await store.append(..., messages=items[placed.start:], after_seq=placed.after_seq)
+
+A client knows the thread without the gateway's own agent-memory rounds: their calls and
+results run on the server and never reach it. So the rule of `workingmem.messages` (extend,
+or edit / regenerate, or all new) is applied to the thread's *client-visible* turns, and the
+answer says where that is in the stored thread. The common case (a request that extends the
+thread) costs one read of the thread's newest turns; only a request that does not extend it
+reads the thread's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .agent_memory.tools import TOOL_NAMES
+from .errors import NotFoundError, ValidationError
+from .messages import continuation, overlap
+from .stores.base import TurnStore
+from .tokens import Tokenizer
+from .types import MessageIn
+
+__all__ = [
+    "GATEWAY_TOOLS",
+    "Placement",
+    "check_client_tools",
+    "opening",
+    "place",
+    "tool_name",
+    "visible",
+]
+
+GATEWAY_TOOLS = frozenset(TOOL_NAMES)
+"""The tools the gateway runs itself (spec 003's three): a client's tool may not be named so."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a request's turns go."""
+
+    start: int
+    """The first of the request's turns that is new."""
+    after_seq: int | None = None
+    """None: append after the thread's newest turn. A seq: an edit or a regenerate; the
+    turns after it are replaced (the memory rolled back with them)."""
+
+
+def visible(turns: Iterable[tuple[int, MessageIn]]) -> list[tuple[int, MessageIn]]:
+    """The (seq, message) pairs a client saw: without the gateway's agent-memory rounds (an
+    assistant turn that only calls the gateway's tools, and those calls' results). `turns`
+    start at a unit's first turn."""
+    hidden: set[str] = set()
+    shown: list[tuple[int, MessageIn]] = []
+    for seq, message in turns:
+        calls = message.get("tool_calls") or ()
+        if calls and all(tool_name(call) in GATEWAY_TOOLS for call in calls):
+            hidden.update(str(call.get("id")) for call in calls)
+            continue
+        if message.get("role") == "tool" and message.get("tool_call_id") in hidden:
+            continue
+        shown.append((seq, message))
+    return shown
+
+
+async def place(
+    store: TurnStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    request: Sequence[MessageIn],
+    tokenizer: Tokenizer,
+) -> Placement:
+    """Where `request` (validated chat views) goes in the thread (see the module)."""
+    try:
+        newest, complete = await _newest_visible(store, tenant_id, thread_id, request, tokenizer)
+    except NotFoundError:
+        return Placement(start=0)  # a new thread
+    extended = overlap([m for _, m in newest], request)
+    if extended or not newest:
+        return Placement(start=extended)
+    oldest = newest if complete else await opening(store, tenant_id, thread_id, len(request) + 1)
+    found = continuation([m for _, m in oldest], request)
+    if found.keep is None:
+        return Placement(start=found.start)
+    return Placement(start=found.start, after_seq=oldest[found.keep - 1][0])
+
+
+async def _newest_visible(
+    store: TurnStore,
+    tenant_id: str,
+    thread_id: str,
+    request: Sequence[MessageIn],
+    tokenizer: Tokenizer,
+) -> tuple[list[tuple[int, MessageIn]], bool]:
+    """The thread's newest client-visible turns, at least ``len(request)`` of them when there
+    are, starting at a unit's first turn; and whether that is the whole thread."""
+    limit = max(len(request), 1)
+    while True:
+        tail = await store.read_tail(
+            tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
+        )
+        turns = tail.turns
+        whole = len(turns) < limit
+        if not whole and turns and turns[0].seq != turns[0].unit_seq:
+            limit += turns[0].seq - turns[0].unit_seq  # begin at the unit's first turn
+            continue
+        shown = visible((t.seq, t.message) for t in turns)
+        if whole or len(shown) >= len(request):
+            return shown, whole
+        limit *= 2
+
+
+async def opening(
+    store: TurnStore, tenant_id: str, thread_id: str, need: int
+) -> list[tuple[int, MessageIn]]:
+    """The thread's first `need` client-visible turns (seq, message), or all there are; a
+    placement reads one more than the request has (the rule tells a thread of one exchange
+    from a longer one). `NotFoundError` for a missing thread."""
+    after = 0
+    found: list[tuple[int, MessageIn]] = []
+    while len(visible(found)) < need:
+        page = await store.list_turns(
+            tenant_id=tenant_id, thread_id=thread_id, after_seq=after, limit=max(need, 16)
+        )
+        if not page:
+            break
+        found.extend((t.seq or 0, t.to_message()) for t in page)
+        after = found[-1][0]
+    return visible(found)[:need]
+
+
+def check_client_tools(tools: object) -> list[dict[str, Any]]:
+    """A request's tool definitions (OpenAI's function tools), checked for what the gateway
+    relies on: each a function with a name, none named like the gateway's own tools (a call
+    to it would be run on the server, never reach the client). `ValidationError` otherwise."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise ValidationError("tools", f"must be a list, got {type(tools).__name__}")
+    checked: list[dict[str, Any]] = []
+    for index, tool in enumerate(tools):
+        path = f"tools[{index}]"
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+            raise ValidationError(f"{path}.type", "must be a function tool")
+        function = tool.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ValidationError(f"{path}.function.name", "must be a non-empty string")
+        if name in GATEWAY_TOOLS:
+            raise ValidationError(
+                f"{path}.function.name",
+                f"{name!r} is the gateway's own agent-memory tool (it runs on the server): "
+                "give your tool another name",
+            )
+        checked.append(tool)
+    return checked
+
+
+def tool_name(item: object) -> object:
+    """The function name of a tool definition or a tool call (both nest it so); None when
+    there is none."""
+    function = item.get("function") if isinstance(item, Mapping) else None
+    return function.get("name") if isinstance(function, Mapping) else None

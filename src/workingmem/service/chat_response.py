@@ -1,0 +1,71 @@
+"""The answer as OpenAI's chat completion: the upstream's own response, handed on.
+
+    body = completion_body(result, completion_id=..., created=...)
+
+When the upstream's response is there (`AskResult.response`), the client gets it as it came:
+every choice, logprobs, ``system_fingerprint``, fields this service does not know. Two things
+change: the gateway's agent-memory calls are taken out of the choices (the client never runs
+them), and the usage is the sum over the answer's rounds. Without it (the local model, a host's
+client), the body is built from the result.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..gateway import AskResult
+from ..placement import GATEWAY_TOOLS, tool_name
+from .chat_schemas import AssistantMessage, ChatCompletion, Choice, CompletionUsage, ToolCallOut
+
+__all__ = ["completion_body"]
+
+
+def completion_body(result: AskResult, *, completion_id: str, created: int) -> dict[str, Any]:
+    usage = {
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "total_tokens": result.usage.total_tokens,
+    }
+    if result.response is None or not result.response.get("choices"):
+        return ChatCompletion(
+            id=completion_id,
+            created=created,
+            model=result.model,
+            choices=[
+                Choice(
+                    message=AssistantMessage(
+                        content=result.answer if result.answer or not result.tool_calls else None,
+                        tool_calls=[ToolCallOut.model_validate(c) for c in result.tool_calls]
+                        or None,
+                    ),
+                    finish_reason=result.finish_reason,
+                )
+            ],
+            usage=CompletionUsage(**usage),
+        ).model_dump(mode="json", exclude_none=True)
+    body = copy.deepcopy(result.response)
+    body.setdefault("id", completion_id)
+    body.setdefault("object", "chat.completion")
+    body.setdefault("created", created)
+    body.setdefault("model", result.model)
+    if result.tool_rounds:
+        body["usage"] = usage  # the rounds' sum; their details do not add up
+    else:
+        body["usage"] = {**(body.get("usage") or {}), **usage}
+    for choice in body["choices"]:
+        message = choice.get("message") or {}
+        calls = [c for c in message.get("tool_calls") or () if tool_name(c) not in GATEWAY_TOOLS]
+        if calls:
+            message["tool_calls"] = calls
+        else:
+            message.pop("tool_calls", None)
+    first = body["choices"][0]
+    first["finish_reason"] = result.finish_reason
+    message = first.setdefault("message", {})
+    message["content"] = result.answer if result.answer or not result.tool_calls else None
+    if result.tool_calls:  # exactly what was stored: calls of tools not offered are dropped
+        message["tool_calls"] = list(result.tool_calls)
+    else:
+        message.pop("tool_calls", None)
+    return body

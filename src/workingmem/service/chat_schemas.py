@@ -1,0 +1,382 @@
+"""OpenAI's chat completions on the wire: the request as the official SDK's types define it,
+per role, and the response.
+
+    body = ChatCompletionRequest.model_validate(request_json)
+
+The request's shape is stated exactly (the OpenAPI document is generated from it): every role
+with its own fields, content parts by type, tool calls, the sampling parameters with their
+ranges. What the gateway does not own reaches the upstream as it was sent (`forwarded`), fields
+this service does not know included (``extra="allow"`` at the top level). Ids (a message's
+``name``, a tool call's id, ``user``) follow the library's id rule; a few rules about the order
+of messages cannot be written in JSON Schema and are the operation's description.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+
+from ..messages import MAX_PARTS
+from .params import ID_SCHEMA
+
+__all__ = [
+    "ORDER_RULES",
+    "AssistantMessage",
+    "ChatCompletion",
+    "ChatCompletionRequest",
+    "ChatMessageIn",
+    "Choice",
+    "CompletionUsage",
+    "ToolCallOut",
+    "forwarded",
+]
+
+Id = Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
+
+
+def _integral(value: object) -> object:
+    """JSON Schema's integer: 3 and 3.0 alike (a bool or a string is still refused)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+_JSON_INT = BeforeValidator(_integral)
+"""Integers as JSON means them: ``3.0`` is ``3``; ``"3"``, ``true`` and ``3.5`` are not. The
+bounds come before it in each alias, so that the schema states them (minimum, maximum)."""
+
+JSONInt = Annotated[StrictInt, _JSON_INT]
+Choices = Annotated[StrictInt, Field(ge=1, le=128), _JSON_INT]
+Tokens = Annotated[StrictInt, Field(ge=1, le=1_000_000), _JSON_INT]
+Bias = Annotated[StrictInt, Field(ge=-100, le=100), _JSON_INT]
+TopLogprobs = Annotated[StrictInt, Field(ge=0, le=20), _JSON_INT]
+"""Checked by the library (`check_id`), with its message; the pattern is published here."""
+
+ORDER_RULES = (
+    "Messages: an optional system (or developer) message first, then the conversation; the last "
+    "message is the user's, or the results of the tool calls of the assistant message before "
+    "them. A tool result follows the assistant message whose call it answers (with only other "
+    "results of that message in between) and answers each call once. The newest turns and "
+    "`max_tokens` must fit the model's window with the system prompt and the tools, else the "
+    "answer is a 400 `context_length_exceeded`, as at OpenAI. `n` > 1 is served without "
+    "`stream`."
+)
+"""What JSON Schema cannot say of a request; published as the operation's description."""
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextPart(_Part):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(_Part):
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImagePart(_Part):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+class InputAudio(_Part):
+    data: str
+    format: Literal["wav", "mp3"]
+
+
+class AudioPart(_Part):
+    type: Literal["input_audio"]
+    input_audio: InputAudio
+
+
+class FileRef(_Part):
+    file_data: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+
+
+class FilePart(_Part):
+    type: Literal["file"]
+    file: FileRef
+
+
+class RefusalPart(_Part):
+    type: Literal["refusal"]
+    refusal: str
+
+
+_Parts = Field(min_length=1, max_length=MAX_PARTS)
+"""A content-part list: 1 to MAX_PARTS parts."""
+
+TextParts = Annotated[list[TextPart], _Parts]
+UserParts = Annotated[
+    list[Annotated[TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")]],
+    _Parts,
+]
+AssistantParts = Annotated[
+    list[Annotated[TextPart | RefusalPart, Field(discriminator="type")]], _Parts
+]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SystemMessageIn(_Message):
+    role: Literal["system", "developer"]
+    content: str | TextParts
+    name: Id | None = None
+
+
+class UserMessageIn(_Message):
+    role: Literal["user"]
+    content: str | UserParts
+    name: Id | None = None
+
+
+class FunctionCall(_Message):
+    name: Annotated[str, Field(min_length=1)]
+    arguments: str
+    """The arguments as the model wrote them: a JSON text."""
+
+
+class ToolCallIn(_Message):
+    id: Id
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class AssistantMessageIn(_Message):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={  # what the library requires of an assistant turn, published
+            "anyOf": [
+                {"required": ["content"], "properties": {"content": {"not": {"type": "null"}}}},
+                {
+                    "required": ["tool_calls"],
+                    "properties": {"tool_calls": {"type": "array", "minItems": 1}},
+                },
+            ]
+        },
+    )
+
+    role: Literal["assistant"]
+    content: str | AssistantParts | None = None
+    """None (or absent) only when the message calls tools."""
+    name: Id | None = None
+    tool_calls: Annotated[list[ToolCallIn], Field(max_length=128)] | None = None
+    refusal: None = None
+    """Accepted as the SDK sends it (null); a refusal is stored as a refusal part."""
+    audio: None = None
+    function_call: None = None
+    annotations: Annotated[list[Any], Field(max_length=0)] | None = None
+
+
+class ToolMessageIn(_Message):
+    role: Literal["tool"]
+    content: str | TextParts
+    tool_call_id: Id
+
+
+ChatMessageIn = Annotated[
+    SystemMessageIn | UserMessageIn | AssistantMessageIn | ToolMessageIn,
+    Field(discriminator="role"),
+]
+
+
+class FunctionDefinition(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: StrictBool | None = None
+
+
+class FunctionTool(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class StreamOptions(BaseModel):
+    include_usage: StrictBool = False
+    """Send a last chunk with the usage (and ``"usage": null`` on the others)."""
+
+
+class ResponseFormatText(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+
+
+class ResponseFormatJSONObject(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["json_object"]
+
+
+class JSONSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: StrictBool | None = None
+
+
+class ResponseFormatJSONSchema(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["json_schema"]
+    json_schema: JSONSchemaFormat
+
+
+ResponseFormat = Annotated[
+    ResponseFormatText | ResponseFormatJSONObject | ResponseFormatJSONSchema,
+    Field(discriminator="type"),
+]
+
+Metadata = Annotated[
+    dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
+    Field(
+        max_length=16,
+        json_schema_extra={"properties": {"thread_id": {"type": "string", **ID_SCHEMA}}},
+    ),
+]
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI's request. `messages` are the new turns of the thread, or its whole history."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "gpt-4o-mini",
+                    "messages": [{"role": "user", "content": "What did I say my budget was?"}],
+                }
+            ],
+        },
+    )
+
+    model: Annotated[str, Field(max_length=256)] | None = None
+    """The upstream model; the name of a served profile picks that profile (and its model)."""
+    messages: Annotated[list[ChatMessageIn], Field(min_length=1, max_length=1000)]
+    stream: StrictBool = False
+    """A JSON boolean: ``"yes"`` is refused, not read as true."""
+    stream_options: StreamOptions | None = None
+    user: Id | None = None
+    """The user; else the ``X-User-Id`` header. Forwarded too."""
+    metadata: Metadata | None = None
+    """Forwarded; ``thread_id`` in it names the thread when no ``X-Thread-Id`` does."""
+    n: Choices | None = None
+    """How many choices: the first is stored, all are returned (not with ``stream``)."""
+    max_tokens: Tokens | None = None
+    """The answer's cap: the output reserve of the memory's budget."""
+    max_completion_tokens: Tokens | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, strict=True)
+    seed: JSONInt | None = None
+    stop: str | Annotated[list[str], Field(max_length=4)] | None = None
+    logit_bias: dict[str, Bias] | None = None
+    logprobs: StrictBool | None = None
+    top_logprobs: TopLogprobs | None = None
+    response_format: ResponseFormat | None = None
+    reasoning_effort: str | None = None
+    service_tier: str | None = None
+    tools: Annotated[list[FunctionTool], Field(max_length=128)] | None = None
+    """The client's own tools: calls of them come back to the client (``tool_calls``)."""
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: StrictBool | None = None
+    functions: None = None
+    """Deprecated by OpenAI: send ``tools``."""
+    function_call: None = None
+
+
+OWNED = frozenset(
+    {
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "tools",
+        "max_tokens",
+        "max_completion_tokens",
+    }
+)
+"""The fields the gateway itself acts on; every other one is the upstream's."""
+
+
+def forwarded(body: ChatCompletionRequest) -> dict[str, Any]:
+    """The request's fields for the upstream, as they were sent (unknown ones included)."""
+    return {
+        name: value
+        for name, value in body.model_dump(mode="json", exclude_unset=True, by_alias=True).items()
+        if name not in OWNED
+    }
+
+
+# -- the response ----------------------------------------------------------------------------
+
+
+class FunctionCallOut(BaseModel):
+    name: str
+    arguments: str
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCallOut
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    refusal: str | None = None
+    tool_calls: list[ToolCallOut] | None = None
+    """The calls of the client's tools (never the gateway's own)."""
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: str = "stop"
+    logprobs: dict[str, Any] | None = None
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    """OpenAI's response: the upstream's own (every choice, the fields it adds), the gateway's
+    agent-memory rounds taken out, the usage summed over them."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage
+    system_fingerprint: str | None = None
+    service_tier: str | None = None
