@@ -8,6 +8,8 @@ Both are frozen and validated when built, so a bad setting fails at start-up, no
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import ConfigDict, Field, model_validator
 
 from .types import Settings, Strategy
@@ -83,6 +85,14 @@ class Profile(Settings):
     """The answering model; None takes the platform default."""
     output_reserve_tokens: int | None = Field(default=None, gt=0)
     """Tokens reserved for the answer; None takes the model's `max_output_tokens`."""
+    history: Literal["memory", "client"] = "memory"
+    """What the model reads of the conversation: ``memory`` (the thread's window and notes:
+    what bounds a long conversation's cost), or ``client``: the history the client sent, as
+    it sent it (a coding agent whose prompt cache or reasoning items must reach the model
+    untouched). Either way the turns are stored and the memory updated."""
+    client_history_memory: bool = False
+    """With ``history="client"``: also put the thread's memory (the agent memory and its
+    tools, the notes) in the client's system message. Off, the request is the client's own."""
 
     def resolve(self, config: WorkingMemoryConfig) -> WorkingMemoryConfig:
         """The configuration a call under this profile runs with, and its strategy (R1)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .agent_memory import AgentMemory
 from .config import Profile
@@ -171,6 +171,52 @@ class ContextAssembler:
                 "tools": tools_tokens,
             },
             warnings=warnings,
+            loaded=loaded,
+        )
+
+    async def pass_through(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        profile: Profile,
+        model: ModelInfo,
+        messages: Sequence[MessageIn],
+        with_memory: bool = False,
+        tools: Sequence[dict[str, Any]] = (),
+        output_reserve_tokens: int | None = None,
+    ) -> AssembledContext:
+        """The client's own messages as the request (a profile's ``history="client"``), as
+        they were sent: nothing dropped, nothing reordered. `with_memory` adds the memory slot
+        (the agent memory, the notes) to their system message, or puts one first."""
+        tokenizer = tokenizer_for(model)
+        sent = [cast(ChatMessage, dict(m)) for m in messages]
+        loaded = None
+        if with_memory:
+            instructions = await self._instructions(tenant_id, thread_id, user_id)
+            loaded = await self.memory.load(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                model=model,
+                profile=profile,
+                budget_tokens=model.context_window,
+            )
+            slot = render_memory_slot(instructions, loaded.notes)
+            first = sent[0] if sent else None
+            if slot and first is not None and first["role"] in ("system", "developer"):
+                text = first["content"] if isinstance(first["content"], str) else ""
+                sent[0] = cast(ChatMessage, {**first, "content": f"{text.rstrip()}\n\n{slot}"})
+            elif slot:
+                sent.insert(0, _system_message(slot))
+        tokens = sum(tokenizer.count_message(m) for m in sent) + tokenizer.reply_overhead
+        tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
+        reserve = output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
+        return AssembledContext(
+            messages=sent,
+            tokens=tokens,
+            budget_tokens=model.context_window - tools_tokens - reserve,
+            parts={"history": tokens, "tools": tools_tokens},
             loaded=loaded,
         )
 

@@ -173,6 +173,8 @@ class _Run:
     client_tools: list[dict[str, Any]] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
     client_calls: tuple[dict[str, Any], ...] = ()
+    passthrough: list[dict[str, Any]] | None = None
+    """The client's own messages, sent instead of the memory (history "client")."""
     turns: list[Turn] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     warnings: list[AssemblyWarning] = field(default_factory=list)
@@ -303,6 +305,7 @@ class Gateway:
         tools: Sequence[dict[str, Any]] | None = None,
         options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
+        passthrough: Sequence[MessageIn] | None = None,
     ) -> AskResult:
         """Answers the thread's newest user turn (or tool results) with the thread's memory.
 
@@ -323,6 +326,9 @@ class Gateway:
                 ``stop``, ``tool_choice``, ``response_format``, ...).
             max_tokens: the answer's cap, and so the output reserve of the memory's budget;
                 None takes the profile's.
+            passthrough: the messages to send as they are instead of the thread's memory
+                (a profile's ``history="client"``: the client's own history, system message
+                included); the turns are still stored from `messages`, the memory updated.
             profile: a Profile, a profile id, or None for ``default``.
             system_prompt: overrides the profile's system prompt template for this call.
             model: overrides the profile's answering model for this call.
@@ -338,7 +344,7 @@ class Gateway:
         request = self._checked_request(message, messages, tools)  # before any lock or write
         plan = self.plan(profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens)
         async with self._conversation(tenant_id, thread_id, user_id, system_prompt, request) as on:
-            run = await self._begin(tenant_id, on, request, user_id, plan, options)
+            run = await self._begin(tenant_id, on, request, user_id, plan, options, passthrough)
             async for _ in self._answer(run, stream=False):
                 pass
             answer = run.answer or ""
@@ -363,6 +369,7 @@ class Gateway:
         tools: Sequence[dict[str, Any]] | None = None,
         options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
+        passthrough: Sequence[MessageIn] | None = None,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
@@ -374,7 +381,7 @@ class Gateway:
             found = self._conversation(tenant_id, thread_id, user_id, system_prompt, request)
             async with found as on:
                 stream.thread_id = on
-                run = await self._begin(tenant_id, on, request, user_id, plan, options)
+                run = await self._begin(tenant_id, on, request, user_id, plan, options, passthrough)
                 async for text in self._answer(run, stream=True):
                     yield text
                 stream.result = await self._finish(run, run.answer or "", reviewed=False)
@@ -496,15 +503,21 @@ class Gateway:
         user_id: str | None,
         plan: CallPlan,
         options: Mapping[str, Any] | None,
+        passthrough: Sequence[MessageIn] | None = None,
     ) -> _Run:
+        client_history = passthrough is not None
         run = _Run(
             tenant_id=tenant_id,
             thread_id=thread_id,
             user_id=user_id,
             plan=plan,
-            tools=self._tools(user_id),
+            # the client's own request keeps its own tools, unless the profile adds memory
+            tools=[]
+            if client_history and not plan.profile.client_history_memory
+            else self._tools(user_id),
             client_tools=request.tools,
             options=dict(options or {}),
+            passthrough=[dict(m) for m in passthrough] if passthrough is not None else None,
         )
         placed = await place(
             self.store,
@@ -563,16 +576,29 @@ class Gateway:
         while True:
             offer = [*(run.tools if run.rounds < limit else []), *run.client_tools]
             plan = run.plan
-            context = await self.assembler.build(
-                tenant_id=run.tenant_id,
-                thread_id=run.thread_id,
-                user_id=run.user_id,
-                profile=plan.profile,
-                model=plan.model,
-                system_prompt=plan.system_prompt,
-                output_reserve_tokens=plan.output_reserve_tokens,
-                tools=offer,
-            )
+            if run.passthrough is not None:
+                context = await self.assembler.pass_through(
+                    tenant_id=run.tenant_id,
+                    thread_id=run.thread_id,
+                    user_id=run.user_id,
+                    profile=plan.profile,
+                    model=plan.model,
+                    messages=run.passthrough,
+                    with_memory=plan.profile.client_history_memory,
+                    tools=offer,
+                    output_reserve_tokens=plan.output_reserve_tokens,
+                )
+            else:
+                context = await self.assembler.build(
+                    tenant_id=run.tenant_id,
+                    thread_id=run.thread_id,
+                    user_id=run.user_id,
+                    profile=plan.profile,
+                    model=plan.model,
+                    system_prompt=plan.system_prompt,
+                    output_reserve_tokens=plan.output_reserve_tokens,
+                    tools=offer,
+                )
             run.context = context
             run.warnings.extend(w for w in context.warnings if w not in run.warnings)
             meta = CallMeta(
@@ -618,7 +644,10 @@ class Gateway:
             if ours and self.agent_memory is not None:
                 run.rounds += 1
                 text = "" if run.client_calls else completion.text  # the client sees the text
-                run.turns += await self._run_tools(run, ours, text=text)
+                rounds = await self._run_tools(run, ours, text=text)
+                run.turns += rounds
+                if run.passthrough is not None:  # the next round reads this one too
+                    run.passthrough.extend(dict(turn.to_message()) for turn in rounds)
                 if not run.client_calls:
                     continue
             run.answer = completion.text

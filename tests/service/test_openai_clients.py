@@ -4,6 +4,7 @@ every request parameter forwarded. Real SDK, real HTTP, the scripted upstream be
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -14,10 +15,13 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel
 
+import workingmem as wm
 from tests.helpers import summarizing_responder
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
+from workingmem.service import create_app
 
-from .live import LiveServer
+from .conftest import settings_for
+from .live import LiveServer, create_key
 from .test_openai_sdk import until
 
 WEATHER_TOOL: Any = {
@@ -34,6 +38,9 @@ WEATHER_TOOL: Any = {
 }
 
 
+CALL_IDS = itertools.count()
+
+
 def agent_upstream(request: dict[str, Any]) -> Reply:
     """A model with a weather tool: a question about the weather gets a call, a tool result
     an answer that uses it, anything else an echo."""
@@ -43,9 +50,9 @@ def agent_upstream(request: dict[str, Any]) -> Reply:
     if last["role"] == "tool":
         return Reply(f"It is {last['content']} there.")
     text = last["content"] if isinstance(last["content"], str) else ""
-    if "weather" in text:
-        calls = sum(1 for m in request["messages"] if m["role"] == "assistant")
-        return Reply(None, tool_calls=[tool_call("get_weather", {"city": "Lyon"}, id=f"c{calls}")])
+    if "weather" in text:  # each call an id of its own, as a real model gives
+        call_id = f"call_{next(CALL_IDS)}"
+        return Reply(None, tool_calls=[tool_call("get_weather", {"city": "Lyon"}, id=call_id)])
     if "json" in text:
         return Reply('{"city": "Lyon", "celsius": 21}')
     return Reply(f"You said: {text}")
@@ -121,10 +128,10 @@ def test_a_client_tool_loop_resending_its_history_stores_each_turn_once(
     requests = answer_requests(upstream)
     assert all(WEATHER_TOOL in r["tools"] for r in requests)  # the client's tool, as sent
     after_tool = requests[2]  # the call's result reached the model, right after its call
-    assert after_tool["messages"][-2]["tool_calls"][0]["id"] == "c1"
+    call_id = after_tool["messages"][-2]["tool_calls"][0]["id"]
     assert after_tool["messages"][-1] == {
         "role": "tool",
-        "tool_call_id": "c1",
+        "tool_call_id": call_id,
         "content": "sunny, 21 C",
     }
     assert after_tool["messages"][0]["content"].startswith("You are a weather bot.")
@@ -151,8 +158,9 @@ def test_streamed_tool_calls_reach_the_client_and_are_stored(
         if chunk.choices and chunk.choices[0].finish_reason:
             finish = chunk.choices[0].finish_reason
     assert finish == "tool_calls"
-    assert calls == {0: {"id": "c0", "name": "get_weather", "arguments": '{"city": "Lyon"}'}}
-    assert stored(api)[-1]["tool_calls"][0]["id"] == "c0"
+    assert list(calls) == [0]
+    assert (calls[0]["name"], calls[0]["arguments"]) == ("get_weather", '{"city": "Lyon"}')
+    assert stored(api)[-1]["tool_calls"][0]["id"] == calls[0]["id"]
 
 
 class Weather(BaseModel):
@@ -384,3 +392,52 @@ def test_the_gateways_own_tool_rounds_stay_on_the_server(
     assert len(turns) == len(history) + 4  # and the two agent-memory rounds, each a unit
     memory = api.get("/v1/threads/agent/memory").json()
     assert memory["working_memory"]["content"] == "# User\n- Name: Ada\n"
+
+
+def test_history_client_sends_the_clients_messages_byte_for_byte(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """A coding agent's prompt cache needs its request untouched: with history "client" the
+    upstream gets exactly the client's messages (and tools), while the turns are stored."""
+    history: list[ChatCompletionMessageParam] = [
+        {"role": "developer", "content": "You are terse."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}], "name": "ada"},
+    ]
+    for text in ["Hi again", "And now the weather?"]:
+        answer = client.chat.completions.create(
+            model="answer-model",
+            messages=history,
+            tools=[WEATHER_TOOL],
+            extra_headers={"X-Workingmem-History": "client"},
+        )
+        sent = answer_requests(upstream)[-1]
+        assert json.dumps(sent["messages"]) == json.dumps(history)  # same values, same order
+        assert sent["tools"] == [WEATHER_TOOL]  # no gateway tool added to the prefix
+        history.append(answer.choices[0].message.model_dump(exclude_none=True))  # type: ignore[arg-type]
+        history.append({"role": "user", "content": text})
+    assert len(stored(api)) == len(history) - 2  # all stored but the system message and the last
+
+
+def test_a_profile_can_add_the_memory_to_the_clients_own_history(
+    database_url: str, tenant: str, upstream: ScriptedUpstream
+) -> None:
+    upstream.responder = agent_upstream
+    coder = wm.Profile(id="coder", history="client", client_history_memory=True)
+    key = create_key(database_url, tenant, "coder").secret
+    settings = settings_for(database_url, upstream, profiles=[coder])
+    with (
+        LiveServer(create_app(settings)) as live,
+        openai.OpenAI(base_url=f"{live.url}/v1", api_key=key, max_retries=0) as sdk,
+    ):
+        sdk.chat.completions.create(
+            model="coder",
+            messages=[
+                {"role": "system", "content": "You code."},
+                {"role": "user", "content": "Hi"},
+            ],
+            extra_headers={"X-Thread-Id": "code"},
+        )
+    sent = answer_requests(upstream)[-1]["messages"]
+    assert sent[0]["content"].startswith("You code.\n\n")
+    assert "Working memory" in sent[0]["content"]  # the agent memory's block, added
+    assert sent[1:] == [{"role": "user", "content": "Hi"}]

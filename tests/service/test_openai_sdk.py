@@ -214,10 +214,11 @@ def test_upstream_errors_come_back_with_their_status_in_openai_shape(
     status: int,
     error: type[openai.APIStatusError],
 ) -> None:
-    upstream.push(StatusError(status, "slow down"))
+    upstream.push(StatusError(status, "slow down", retry_after=7))
     with sdk(service, key) as client, pytest.raises(error) as caught:
         ask(client, "hello")
     assert caught.value.status_code == status
+    assert float(caught.value.response.headers["Retry-After"]) == 7  # the client may wait so
     body = caught.value.response.json()
     assert set(body["error"]) == {"message", "type", "param", "code"}
     assert "slow down" not in body["error"]["message"]  # the upstream's text is the operator's

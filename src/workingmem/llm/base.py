@@ -238,9 +238,12 @@ class LLMError(WorkingMemoryError):
         status_code: int | None = None,
         retryable: bool = False,
         upstream: bool = False,
+        retry_after: str | None = None,
     ) -> None:
         self.status_code = status_code
         self.retryable = retryable
+        self.retry_after = retry_after
+        """The upstream's ``Retry-After`` (seconds or an HTTP date), for a caller to pass on."""
         self.upstream = upstream
         """True when the message describes the operator's upstream (its text, its address):
         a service shows a tenant only its status class and a request id."""

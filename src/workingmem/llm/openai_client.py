@@ -389,6 +389,7 @@ def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
 
     status: int | None = None
     retryable = True
+    retry_after = None
     if isinstance(exc, openai.APITimeoutError):
         message = "the upstream timed out"
     elif isinstance(exc, openai.APIConnectionError):
@@ -398,6 +399,7 @@ def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
         status = exc.status_code
         message = _error_message(exc)
         retryable = status in _RETRYABLE_STATUS or status >= 500
+        retry_after = exc.response.headers.get("retry-after")
     elif isinstance(exc, openai.APIError):
         retryable = False
         if midstream:  # an error event the server sent in place of the next chunk
@@ -407,7 +409,13 @@ def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
     else:
         retryable = False
         message = f"the upstream's answer is unreadable: {_cause(exc)}"
-    return LLMError(redact(message), status_code=status, retryable=retryable, upstream=True)
+    return LLMError(
+        redact(message),
+        status_code=status,
+        retryable=retryable,
+        upstream=True,
+        retry_after=retry_after,
+    )
 
 
 def _rejects_stream_options(exc: Exception) -> bool:

@@ -126,6 +126,8 @@ def map_error(exc: Exception) -> ApiError:
                 f"{request_id}: the operator's log has the details"
             )
             headers["X-Request-Id"] = request_id
+        if exc.retry_after is not None and status in (429, 503):
+            headers["Retry-After"] = exc.retry_after  # when the client may try again
         if status == 429:
             return ApiError(
                 429, message, code="rate_limit_exceeded", type=mapping.type, headers=headers

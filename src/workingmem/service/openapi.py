@@ -2,8 +2,9 @@
 
 FastAPI writes the document from the routes; what depends on the configuration is stated
 here, once: the profiles a request may name (``X-Profile``), and the agent-memory endpoints
-(only the scope served, a PUT only when writes are on, its body in the mode's shape). So a
-client, or a fuzzer, that reads the document finds every request it allows taken.
+(only the scope served, a PUT only when writes are on, its body in the mode's shape). And one
+correction: an optional header is a string, not a nullable value. So a client, or a fuzzer,
+that reads the document finds every request it allows taken.
 """
 
 from __future__ import annotations
@@ -35,12 +36,26 @@ def publish(
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = copy.deepcopy(generate())
+            _headers_are_strings(document)
             _name_profiles(document, served)
             _agent_memory(document, agent_memory)
             app.openapi_schema = document
         return app.openapi_schema
 
     return openapi
+
+
+def _headers_are_strings(document: dict[str, Any]) -> None:
+    """An optional header is absent or a string, never JSON's null: FastAPI writes an
+    optional parameter as ``anyOf: [its type, null]``, which for a header says that the text
+    "null" would mean no value."""
+    for operation in _operations(document):
+        for parameter in operation.get("parameters", ()):
+            schema = parameter.get("schema", {})
+            branches = [b for b in schema.get("anyOf", ()) if b.get("type") != "null"]
+            if parameter["in"] == "header" and len(branches) == 1:
+                rest = {k: v for k, v in schema.items() if k != "anyOf"}
+                parameter["schema"] = {**branches[0], **rest}
 
 
 def _name_profiles(document: dict[str, Any], profiles: list[str]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -63,6 +63,14 @@ async def chat_completions(
     x_thread_id: ThreadIdHeader = None,
     x_user_id: UserIdHeader = None,
     x_profile: Annotated[str | None, Header(alias="X-Profile")] = None,
+    x_history: Annotated[
+        Literal["memory", "client"] | None,
+        Header(
+            alias="X-Workingmem-History",
+            description="What the model reads: the thread's memory, or the client's messages "
+            "as sent (else the profile's `history`)",
+        ),
+    ] = None,
 ) -> Response:
     """OpenAI's chat completion; the thread comes from ``X-Thread-Id``, else from
     ``metadata.thread_id``, else it is the conversation the messages open (a front end that
@@ -98,6 +106,9 @@ async def chat_completions(
         "options": forwarded(body),
         "max_tokens": body.max_completion_tokens or body.max_tokens,
     }
+    if (x_history or gateway.profiles.get(profile).history) == "client":
+        raw = await request.json()  # the client's messages as it sent them, system included
+        ask["passthrough"] = raw["messages"]
     if body.stream:
         stream = gateway.ask_stream(**ask)
         first = await first_piece(stream)

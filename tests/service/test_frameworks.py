@@ -1,0 +1,147 @@
+"""The frameworks people point at an OpenAI endpoint, pointed at the gateway: LangChain's
+`ChatOpenAI` (with `bind_tools`, and an agent from `create_agent`) and the OpenAI Agents SDK
+(an `Agent` with a function tool on `OpenAIChatCompletionsModel`). Each resends the whole
+history on every call; real frameworks, real HTTP, the scripted upstream behind."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+from workingmem.llm.testing import ScriptedUpstream
+
+from .live import LiveServer
+from .test_openai_clients import agent_upstream, answer_requests, stored
+from .test_openai_sdk import until
+
+set_tracing_disabled(True)  # the SDK would send its traces to OpenAI
+
+TURNS = ["Hi", "What is the weather in Lyon?", "Nice.", "I am Ada.", "And the weather now?"]
+TURNS += [f"Fact number {n}." for n in range(4)]
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    assert city == "Lyon"
+    return "sunny, 21 C"
+
+
+@function_tool(name_override="get_weather")
+def weather(city: str) -> str:
+    """The weather in a city."""
+    assert city == "Lyon"
+    return "sunny, 21 C"
+
+
+def provider_valid(messages: list[dict[str, Any]]) -> None:
+    """What every provider accepts: one system message first, then a user turn; each tool
+    result right after its call's assistant turn, each call answered."""
+    assert messages[0]["role"] == "system"
+    assert messages[1]["role"] == "user"
+    open_calls: set[str] = set()
+    for message in messages[1:]:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls
+            open_calls.discard(message["tool_call_id"])
+            continue
+        assert not open_calls, f"calls without results: {open_calls}"
+        open_calls = {call["id"] for call in message.get("tool_calls") or ()}
+
+
+def check_the_thread(
+    api: httpx.Client, upstream: ScriptedUpstream, thread: str, history: int
+) -> None:
+    """Every turn the client sent once, tool units whole; the upstream's requests valid and
+    bounded by the memory, not by the client's ever longer history; the notes in, once due."""
+    turns = stored(api, thread)
+    assert len(turns) == history
+    provider_valid([{"role": "system", "content": ""}, *turns])
+    requests = answer_requests(upstream)
+    for request in requests:
+        provider_valid(request["messages"])
+    assert max(len(r["messages"]) for r in requests) < history  # the window, not the history
+    until(lambda: api.get(f"/v1/threads/{thread}/memory").json()["covered_turns"] >= 8)
+    assert api.get(f"/v1/threads/{thread}/memory").json()["summary"]
+
+
+@pytest.fixture
+def chat_model(service: LiveServer, key: str, upstream: ScriptedUpstream) -> ChatOpenAI:
+    upstream.responder = agent_upstream
+    return ChatOpenAI(
+        base_url=f"{service.url}/v1",
+        api_key=key,  # type: ignore[arg-type]
+        model="answer-model",
+        max_retries=0,
+        default_headers={"X-Thread-Id": "langchain"},
+    )
+
+
+def test_langchain_bind_tools_gets_the_call_and_sends_the_result(
+    chat_model: ChatOpenAI, api: httpx.Client
+) -> None:
+    bound = chat_model.bind_tools([get_weather])
+    history: list[BaseMessage] = [HumanMessage("What is the weather in Lyon?")]
+    called = bound.invoke(history)
+    assert isinstance(called, AIMessage)
+    assert [(c["name"], c["args"]) for c in called.tool_calls] == [
+        ("get_weather", {"city": "Lyon"})
+    ]
+    history.append(called)
+    history.append(get_weather.invoke(called.tool_calls[0]))  # a ToolMessage
+    answer = bound.invoke(history)
+    assert answer.content == "It is sunny, 21 C there."
+    assert [t["role"] for t in stored(api, "langchain")] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_a_langchain_agent_over_many_turns(
+    chat_model: ChatOpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    agent = create_agent(model=chat_model, tools=[get_weather], system_prompt="Be brief.")
+    messages: list[Any] = []
+    for text in TURNS:
+        state = agent.invoke({"messages": [*messages, HumanMessage(text)]})
+        messages = state["messages"]
+        assert messages[-1].content  # an answer each turn
+    assert "It is sunny, 21 C there." in {m.content for m in messages}
+    check_the_thread(api, upstream, "langchain", history=len(messages))
+
+
+async def test_the_openai_agents_sdk_over_many_turns(
+    service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    upstream.responder = agent_upstream
+    client = openai.AsyncOpenAI(
+        base_url=f"{service.url}/v1",
+        api_key=key,
+        max_retries=0,
+        default_headers={"X-Thread-Id": "agents"},
+    )
+    model = OpenAIChatCompletionsModel(model="answer-model", openai_client=client)
+    agent = Agent(name="weather", instructions="Be brief.", tools=[weather], model=model)
+    items: list[Any] = []
+    async with client:
+        for text in TURNS:
+            result = await Runner.run(agent, [*items, {"role": "user", "content": text}])
+            items = result.to_input_list()
+            assert result.final_output
+    said = json.dumps(items)
+    assert "It is sunny, 21 C there." in said
+    assert len(stored(api, "agents")) == sum(
+        1 for item in items if item.get("type") in (None, "message", "function_call_output")
+    ) + sum(1 for item in items if item.get("type") == "function_call")
+    check_the_thread(api, upstream, "agents", history=len(stored(api, "agents")))
