@@ -7,7 +7,8 @@ The conversation is LoCoMo's (see `_data`): its user turns are the client's mess
 assistant turns the upstream's answers (a scripted upstream on 127.0.0.1 answers each user turn
 with the turn that followed it, and the gateway's helper calls with a summary of realistic
 size). Per request the client sends everything so far plus the new user turn, naming no thread
-(the gateway finds the conversation by how it opens), as such clients do. Each request goes
+(the gateway finds the conversation by how it opens), as such clients do, and again naming it
+(``X-Thread-Id``), the two runs alternating. Each request goes
 twice, back to back: straight to the upstream ("direct"), then through the gateway ("memory",
 `workingmem serve` defaults on SQLite: SUMMARY_BUFFER, gpt-4o-mini's window and tokenizer).
 
@@ -96,7 +97,8 @@ def requests_of(turns: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]],
     ]
 
 
-def run(turns: list[dict[str, Any]]) -> dict[str, list[float]]:
+def run(turns: list[dict[str, Any]], named: bool) -> dict[str, list[float]]:
+    """One conversation; `named` sends ``X-Thread-Id`` (else the gateway finds it)."""
     calls = requests_of(turns)
     upstream = ScriptedUpstream(responder=Upstream({m[-1]["content"]: a for m, a in calls}))
     figures: dict[str, list[float]] = {"direct": [], "memory": [], "tokens_direct": []}
@@ -114,7 +116,8 @@ def run(turns: list[dict[str, Any]]) -> dict[str, list[float]]:
                 direct = client.post(f"{upstream.base_url}/chat/completions", json=body)
                 direct_seconds = time.perf_counter() - started
                 started = time.perf_counter()
-                memory = client.post(f"{url}/v1/chat/completions", json=body)
+                headers = {"X-Thread-Id": "bench"} if named else {}
+                memory = client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
                 memory_seconds = time.perf_counter() - started
                 assert direct.status_code == memory.status_code == 200, memory.text
                 sent = [r for r in upstream.requests if "response_format" not in r][-1]
@@ -137,22 +140,23 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=default_data_path())
     args = parser.parse_args()
     turns = thread_messages(load_conversations(args.data), turns=args.turns)
-    runs = [run(turns) for _ in range(args.runs[0])]
+    runs = [(named, run(turns, named)) for _ in range(args.runs[0]) for named in (False, True)]
     print(f"A client resending a {args.turns}-turn LoCoMo conversation, second half of it:")
     print(
-        f"{'run':>4} {'tokens direct':>14} {'tokens memory':>14} {'ratio':>6} "
+        f"{'run':>4} {'thread':>6} {'tokens direct':>14} {'tokens memory':>14} {'ratio':>6} "
         f"{'overhead p50 ms':>16} {'p99 ms':>8}"
     )
-    for number, figures in enumerate(runs, start=1):
+    for number, (named, figures) in enumerate(runs, start=1):
         overhead = [m - d for m, d in zip(figures["memory"], figures["direct"], strict=True)]
         direct_tokens = statistics.mean(figures["tokens_direct"])
         memory_tokens = statistics.mean(figures["tokens_memory"])
         print(
-            f"{number:>4} {direct_tokens:>14.0f} {memory_tokens:>14.0f} "
+            f"{(number + 1) // 2:>4} {'named' if named else 'found':>6} "
+            f"{direct_tokens:>14.0f} {memory_tokens:>14.0f} "
             f"{memory_tokens / direct_tokens:>6.2f} {statistics.median(overhead) * 1000:>16.1f} "
             f"{p99(overhead) * 1000:>8.1f}"
         )
-    last = runs[-1]
+    last = runs[-1][1]
     print(
         f"At the last request: {last['tokens_direct'][-1]} tokens direct, "
         f"{last['tokens_memory'][-1]} with memory "

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import NotFoundError
-from .messages import said
+from .messages import said, same
 from .placement import opening
 from .stores.base import TurnStore
 from .types import MessageIn
@@ -95,7 +95,7 @@ async def extends(
 def _common(thread: Sequence[tuple[int, MessageIn]], request: Sequence[MessageIn]) -> int:
     common = 0
     for (_, old), new in zip(thread, request, strict=False):
-        if said(old) != said(new):
+        if not same(old, new):
             break
         common += 1
     return common

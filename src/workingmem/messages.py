@@ -50,6 +50,7 @@ __all__ = [
     "overlap",
     "plan_units",
     "said",
+    "same",
 ]
 
 MAX_ID_CHARS = 256
@@ -412,10 +413,10 @@ def overlap(stored: Sequence[MessageIn], request: Sequence[MessageIn]) -> int:
     whole conversation adds only what follows it. `stored` needs only the thread's newest
     ``len(request)`` turns; messages compare by what they say (`said`).
     """
-    tail = [said(m) for m in stored[-len(request) :]] if request else []
-    wanted = [said(m) for m in request[: len(tail)]]
+    tail = list(stored[-len(request) :]) if request else []
     for length in range(len(tail), 0, -1):
-        if tail[len(tail) - length :] == wanted[:length]:
+        start = len(tail) - length
+        if all(same(tail[start + i], request[i]) for i in range(length)):
             return length
     return 0
 
@@ -453,12 +454,17 @@ def continuation(thread: Sequence[MessageIn], request: Sequence[MessageIn]) -> C
         return Continuation(keep=None, start=0)
     common = 0
     for old, new in zip(thread, request, strict=False):
-        if said(old) != said(new):
+        if not same(old, new):
             break
         common += 1
     if common and (len(request) > 1 or len(thread) <= 2):
         return Continuation(keep=common, start=common)
     return Continuation(keep=None, start=0)
+
+
+def same(a: MessageIn, b: MessageIn) -> bool:
+    """Two messages say the same (`said`); equal ones at once, without spelling them out."""
+    return a == b or said(a) == said(b)
 
 
 def said(message: MessageIn) -> str:

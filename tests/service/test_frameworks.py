@@ -145,3 +145,40 @@ async def test_the_openai_agents_sdk_over_many_turns(
         1 for item in items if item.get("type") in (None, "message", "function_call_output")
     ) + sum(1 for item in items if item.get("type") == "function_call")
     check_the_thread(api, upstream, "agents", history=len(stored(api, "agents")))
+
+
+def test_two_langchain_agents_without_a_thread_id_stay_apart(
+    service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """Neither names a thread: the gateway finds each conversation by how it opens, and two
+    that open alike part into threads of their own, each with only its own turns."""
+    upstream.responder = agent_upstream
+    found: dict[str, set[str]] = {"Ada": set(), "Bob": set()}
+
+    def remember(response: httpx.Response) -> None:
+        response.read()
+        found[current].add(response.headers["X-Thread-Id"])
+
+    histories: dict[str, list[Any]] = {"Ada": [], "Bob": []}
+    with httpx.Client(event_hooks={"response": [remember]}) as http:
+        model = ChatOpenAI(
+            base_url=f"{service.url}/v1",
+            api_key=key,  # type: ignore[arg-type]
+            model="answer-model",
+            max_retries=0,
+            http_client=http,
+        )
+        agent = create_agent(model=model, tools=[get_weather], system_prompt="Be brief.")
+        for text in ["Hi", "I am {name}.", "What is the weather in Lyon?", "Who am I?"]:
+            for current in ("Ada", "Bob"):
+                said = HumanMessage(text.format(name=current))
+                state = agent.invoke({"messages": [*histories[current], said]})
+                histories[current] = state["messages"]
+    assert len(found["Ada"]) == len(found["Bob"]) == 1  # one thread each, every call
+    ((ada,), (bob,)) = found["Ada"], found["Bob"]
+    assert ada != bob
+    for name, thread, other in (("Ada", ada, "Bob"), ("Bob", bob, "Ada")):
+        text = json.dumps([t["content"] for t in stored(api, thread)])
+        assert f"I am {name}." in text
+        assert other not in text
+        assert len(stored(api, thread)) == len(histories[name])  # each turn once

@@ -16,12 +16,13 @@ statement is one trip to aiosqlite's thread (``execute_fetchall``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -33,6 +34,8 @@ from .migrations import load_migrations
 from .sql import SQLStore
 
 __all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
 
 _TAIL = (
     f"SELECT {', '.join('th.' + c.strip() for c in THREAD_COLUMNS.split(','))}, "
@@ -67,6 +70,35 @@ class _Session:
         await self._db.executemany(sql, params)
 
 
+async def _settled(statement: Awaitable[T]) -> T:
+    """Awaits a statement to its end even when the task is cancelled meanwhile, then lets the
+    cancellation go on. The driver finishes a statement in its thread either way (a client
+    that went away cancels the task, not the statement); waiting for it keeps the connection's
+    transaction state known while its lock is held, so the next holder never meets a COMMIT
+    or a BEGIN still on its way."""
+    running = asyncio.ensure_future(statement)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await running
+        raise
+
+
+async def _begin(db: aiosqlite.Connection, begin: str) -> None:
+    """Begins a transaction on a connection whose lock is held; a cancel during the BEGIN
+    rolls it back before the lock goes. One left open all the same (a task cancelled twice)
+    is ended first: under the lock, an open transaction can only be such a leftover."""
+    if db.in_transaction:
+        await _settled(db.execute("ROLLBACK"))
+    try:
+        await _settled(db.execute(begin))
+    except asyncio.CancelledError:
+        if db.in_transaction:
+            await _settled(db.execute("ROLLBACK"))
+        raise
+
+
 class SQLiteDialect(Dialect):
     """SQLite's side of `SQLStore`: one writer, one reader, ISO timestamps."""
 
@@ -84,34 +116,34 @@ class SQLiteDialect(Dialect):
         async with self._write_lock:
             db = self._writer
             try:
-                await db.execute("BEGIN IMMEDIATE")
+                await _begin(db, "BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite could not begin a write: {exc}") from exc
             try:
                 yield _Session(db)
             except sqlite3.Error as exc:
-                await db.execute("ROLLBACK")
+                await _settled(db.execute("ROLLBACK"))
                 raise StoreError(f"SQLite failed: {exc}") from exc
             except BaseException:
-                await db.execute("ROLLBACK")
+                await _settled(db.execute("ROLLBACK"))
                 raise
             try:
-                await db.execute("COMMIT")
+                await _settled(db.execute("COMMIT"))  # a cancel now still commits
             except sqlite3.Error as exc:
-                await db.execute("ROLLBACK")
+                await _settled(db.execute("ROLLBACK"))
                 raise StoreError(f"SQLite could not commit: {exc}") from exc
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[_Session]:
         async with self._read_lock:
             db = self._reader
-            await db.execute("BEGIN")
+            await _begin(db, "BEGIN")
             try:
                 yield _Session(db)
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite failed: {exc}") from exc
             finally:
-                await db.execute("COMMIT")
+                await _settled(db.execute("COMMIT"))
 
     def snapshot(self) -> AbstractAsyncContextManager[_Session]:
         return self.read()  # a read transaction on the WAL reader is one snapshot already

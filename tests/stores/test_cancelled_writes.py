@@ -1,0 +1,50 @@
+"""A write cancelled mid-transaction (a client that went away) never wedges the store: the
+SQLite driver finishes a statement in its thread even when the task awaiting it is
+cancelled, so a BEGIN can land after its task let the connection go. The next writer (and
+reader) finds that leftover transaction and ends it, instead of failing with "cannot start
+a transaction within a transaction" on every write after it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import workingmem as wm
+from workingmem.stores.sqlite import SQLiteDialect
+
+
+async def test_a_transaction_a_cancelled_writer_left_open_is_ended(tmp_path: Path) -> None:
+    async with await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}") as store:
+        assert isinstance(store, wm.SQLStore)
+        dialect = store._dialect
+        assert isinstance(dialect, SQLiteDialect)
+        await store.append(
+            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "a"}]
+        )
+        # what a writer cancelled between its BEGIN and its COMMIT leaves behind
+        await dialect._writer.execute("BEGIN IMMEDIATE")
+        await dialect._writer.execute("DELETE FROM turns")
+        await dialect._reader.execute("BEGIN")
+        await store.append(
+            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "b"}]
+        )
+        turns = await store.list_turns(tenant_id="t", thread_id="th")
+        assert [t.content for t in turns] == ["a", "b"]  # the leftover's delete rolled back
+
+
+async def test_writes_cancelled_at_every_step_leave_the_store_working(tmp_path: Path) -> None:
+    async with await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}") as store:
+        for steps in range(40):  # cancel after 0, 1, 2, ... turns of the event loop
+            task = asyncio.create_task(
+                store.append(
+                    tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "x"}]
+                )
+            )
+            for _ in range(steps):
+                await asyncio.sleep(0)  # one turn of the loop: an order, not a wait
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        stored = await store.append(
+            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "last"}]
+        )
+        assert stored[0].content == "last"
