@@ -29,6 +29,13 @@ from workingmem.service import create_app
 from .conftest import CONFIG, answering, database_for, settings_for
 from .live import LiveServer, create_key
 
+pytestmark = pytest.mark.filterwarnings(
+    # schemathesis draws some values with the `random` module (its dictionaries of known
+    # values), which hypothesis reports when the strategy runs under our own `@given`
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
+)
+
 EXAMPLES = 25
 CHAT = "POST /v1/chat/completions"
 ROOMY = CONFIG.model_copy(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import anyio
+
 import workingmem as wm
 from workingmem.stores.sqlite import SQLiteDialect
 
@@ -48,3 +50,35 @@ async def test_writes_cancelled_at_every_step_leave_the_store_working(tmp_path: 
             tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "last"}]
         )
         assert stored[0].content == "last"
+
+
+async def test_writes_cancelled_by_an_anyio_scope_leave_the_store_working(tmp_path: Path) -> None:
+    """Starlette cancels a request's work through AnyIO, whose cancellation comes again at
+    every await: a write cannot wait for its last statement after it, so the next one must
+    meet whatever it left in order."""
+    async with await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}") as store:
+        await store.append(
+            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "a"}]
+        )
+        for steps in range(40):
+            scope = anyio.CancelScope()
+
+            async def write(scope: anyio.CancelScope = scope) -> None:
+                with scope:
+                    await store.append(
+                        tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "x"}]
+                    )
+                    await store.append(
+                        tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "y"}]
+                    )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(write)
+                for _ in range(steps):
+                    await asyncio.sleep(0)
+                scope.cancel()
+        turns = await store.list_turns(tenant_id="t", thread_id="th", limit=100)
+        stored = await store.append(
+            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "last"}]
+        )
+        assert stored[0].seq == len(turns) + 1  # every append before was whole, or not at all

@@ -16,13 +16,12 @@ statement is one trip to aiosqlite's thread (``execute_fetchall``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 
@@ -34,8 +33,6 @@ from .migrations import load_migrations
 from .sql import SQLStore
 
 __all__ = ["SQLiteStore"]
-
-T = TypeVar("T")
 
 _TAIL = (
     f"SELECT {', '.join('th.' + c.strip() for c in THREAD_COLUMNS.split(','))}, "
@@ -70,33 +67,25 @@ class _Session:
         await self._db.executemany(sql, params)
 
 
-async def _settled(statement: Awaitable[T]) -> T:
-    """Awaits a statement to its end even when the task is cancelled meanwhile, then lets the
-    cancellation go on. The driver finishes a statement in its thread either way (a client
-    that went away cancels the task, not the statement); waiting for it keeps the connection's
-    transaction state known while its lock is held, so the next holder never meets a COMMIT
-    or a BEGIN still on its way."""
-    running = asyncio.ensure_future(statement)
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await running
-        raise
-
-
 async def _begin(db: aiosqlite.Connection, begin: str) -> None:
-    """Begins a transaction on a connection whose lock is held; a cancel during the BEGIN
-    rolls it back before the lock goes. One left open all the same (a task cancelled twice)
-    is ended first: under the lock, an open transaction can only be such a leftover."""
-    if db.in_transaction:
-        await _settled(db.execute("ROLLBACK"))
+    """Begins a transaction on a connection whose lock is held, ending first one that a
+    cancelled holder left open.
+
+    The driver runs statements in order, in its thread, each to its end even when the task
+    awaiting it is cancelled (a client that went away; under AnyIO the cancellation comes
+    again at every await, so nothing can be waited for after it). A statement is queued the
+    moment it is awaited, so whatever an earlier holder queued (its BEGIN, its COMMIT, its
+    ROLLBACK) runs before this BEGIN; if this BEGIN then meets a transaction, it is such a
+    leftover, and its end is queued right behind it. Nothing else is checked in advance: an
+    earlier holder's COMMIT may still be on its way.
+    """
     try:
-        await _settled(db.execute(begin))
-    except asyncio.CancelledError:
-        if db.in_transaction:
-            await _settled(db.execute("ROLLBACK"))
-        raise
+        await db.execute(begin)
+    except sqlite3.OperationalError:
+        if not db.in_transaction:
+            raise
+        await db.execute("ROLLBACK")
+        await db.execute(begin)
 
 
 class SQLiteDialect(Dialect):
@@ -122,15 +111,15 @@ class SQLiteDialect(Dialect):
             try:
                 yield _Session(db)
             except sqlite3.Error as exc:
-                await _settled(db.execute("ROLLBACK"))
+                await db.execute("ROLLBACK")
                 raise StoreError(f"SQLite failed: {exc}") from exc
             except BaseException:
-                await _settled(db.execute("ROLLBACK"))
+                await db.execute("ROLLBACK")  # queued at once, run even if this task is cancelled
                 raise
             try:
-                await _settled(db.execute("COMMIT"))  # a cancel now still commits
+                await db.execute("COMMIT")
             except sqlite3.Error as exc:
-                await _settled(db.execute("ROLLBACK"))
+                await db.execute("ROLLBACK")
                 raise StoreError(f"SQLite could not commit: {exc}") from exc
 
     @asynccontextmanager
@@ -143,7 +132,7 @@ class SQLiteDialect(Dialect):
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite failed: {exc}") from exc
             finally:
-                await _settled(db.execute("COMMIT"))
+                await db.execute("COMMIT")
 
     def snapshot(self) -> AbstractAsyncContextManager[_Session]:
         return self.read()  # a read transaction on the WAL reader is one snapshot already
