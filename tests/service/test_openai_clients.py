@@ -266,14 +266,24 @@ def test_every_parameter_reaches_the_upstream_and_every_choice_the_client(
     assert sent["max_tokens"] == 300  # the output reserve, as the upstream's cap
 
 
-def test_the_thread_can_be_named_in_metadata(service: LiveServer, key: str) -> None:
+def test_the_thread_can_be_named_in_metadata(
+    service: LiveServer, key: str, upstream: ScriptedUpstream
+) -> None:
     with openai.OpenAI(base_url=f"{service.url}/v1", api_key=key, max_retries=0) as sdk:
         raw = sdk.chat.completions.with_raw_response.create(
             model="answer-model",
             messages=[{"role": "user", "content": "hi"}],
             metadata={"thread_id": "from-metadata"},
         )
+        sdk.chat.completions.create(
+            model="answer-model",
+            messages=[{"role": "user", "content": "hi"}],
+            metadata={"thread_id": "from-metadata", "app": "tests"},
+        )
     assert raw.headers["X-Thread-Id"] == "from-metadata"
+    first, second = answer_requests(upstream)[-2:]
+    assert "metadata" not in first  # the gateway's own key is not the upstream's
+    assert second["metadata"] == {"app": "tests"}
 
 
 def test_a_client_tool_named_like_the_gateways_own_is_refused(client: openai.OpenAI) -> None:

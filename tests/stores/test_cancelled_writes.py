@@ -1,8 +1,9 @@
-"""A write cancelled mid-transaction (a client that went away) never wedges the store: the
+"""A write cancelled mid-transaction (a client that went away) never wedges the store. The
 SQLite driver finishes a statement in its thread even when the task awaiting it is
-cancelled, so a BEGIN can land after its task let the connection go. The next writer (and
-reader) finds that leftover transaction and ends it, instead of failing with "cannot start
-a transaction within a transaction" on every write after it."""
+cancelled, so a BEGIN can land after its task let the connection go; the next writer (and
+reader) meets that leftover transaction in order and ends it, instead of failing with "cannot
+start a transaction within a transaction" on every write after it. PostgreSQL's pool takes a
+connection back in whatever state a cancelled task left it: the same tests run there."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import anyio
 
 import workingmem as wm
 from workingmem.stores.sqlite import SQLiteDialect
+
+HI = [{"role": "user", "content": "x"}]
 
 
 async def test_a_transaction_a_cancelled_writer_left_open_is_ended(tmp_path: Path) -> None:
@@ -34,51 +37,39 @@ async def test_a_transaction_a_cancelled_writer_left_open_is_ended(tmp_path: Pat
         assert [t.content for t in turns] == ["a", "b"]  # the leftover's delete rolled back
 
 
-async def test_writes_cancelled_at_every_step_leave_the_store_working(tmp_path: Path) -> None:
-    async with await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}") as store:
-        for steps in range(40):  # cancel after 0, 1, 2, ... turns of the event loop
-            task = asyncio.create_task(
-                store.append(
-                    tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "x"}]
-                )
-            )
-            for _ in range(steps):
-                await asyncio.sleep(0)  # one turn of the loop: an order, not a wait
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        stored = await store.append(
-            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "last"}]
-        )
-        assert stored[0].content == "last"
+async def test_writes_cancelled_at_every_step_leave_the_store_working(
+    store: wm.Store, tenant: str
+) -> None:
+    for steps in range(40):  # cancel after 0, 1, 2, ... turns of the event loop
+        task = asyncio.create_task(store.append(tenant_id=tenant, thread_id="th", messages=HI))
+        for _ in range(steps):
+            await asyncio.sleep(0)  # one turn of the loop: an order, not a wait
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    stored = await store.append(tenant_id=tenant, thread_id="th", messages=HI)
+    assert stored[0].content == "x"
 
 
-async def test_writes_cancelled_by_an_anyio_scope_leave_the_store_working(tmp_path: Path) -> None:
+async def test_writes_cancelled_by_an_anyio_scope_leave_the_store_working(
+    store: wm.Store, tenant: str
+) -> None:
     """Starlette cancels a request's work through AnyIO, whose cancellation comes again at
     every await: a write cannot wait for its last statement after it, so the next one must
     meet whatever it left in order."""
-    async with await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}") as store:
-        await store.append(
-            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "a"}]
-        )
-        for steps in range(40):
-            scope = anyio.CancelScope()
+    await store.append(tenant_id=tenant, thread_id="th", messages=HI)
+    for steps in range(40):
+        scope = anyio.CancelScope()
 
-            async def write(scope: anyio.CancelScope = scope) -> None:
-                with scope:
-                    await store.append(
-                        tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "x"}]
-                    )
-                    await store.append(
-                        tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "y"}]
-                    )
+        async def write(scope: anyio.CancelScope = scope) -> None:
+            with scope:
+                await store.append(tenant_id=tenant, thread_id="th", messages=HI)
+                await store.append(tenant_id=tenant, thread_id="th", messages=HI)
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(write)
-                for _ in range(steps):
-                    await asyncio.sleep(0)
-                scope.cancel()
-        turns = await store.list_turns(tenant_id="t", thread_id="th", limit=100)
-        stored = await store.append(
-            tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "last"}]
-        )
-        assert stored[0].seq == len(turns) + 1  # every append before was whole, or not at all
+        async with anyio.create_task_group() as group:
+            group.start_soon(write)
+            for _ in range(steps):
+                await asyncio.sleep(0)
+            scope.cancel()
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th", limit=100)
+    stored = await store.append(tenant_id=tenant, thread_id="th", messages=HI)
+    assert stored[0].seq == len(turns) + 1  # every append before was whole, or not at all

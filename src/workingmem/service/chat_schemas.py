@@ -325,12 +325,22 @@ OWNED = frozenset(
 
 
 def forwarded(body: ChatCompletionRequest) -> dict[str, Any]:
-    """The request's fields for the upstream, as they were sent (unknown ones included)."""
-    return {
+    """The request's fields for the upstream, as they were sent (unknown ones included), but
+    ``metadata.thread_id``, which names the gateway's thread: OpenAI takes ``metadata`` only
+    with ``store``, so a client that names its thread there still reaches it."""
+    fields = {
         name: value
         for name, value in body.model_dump(mode="json", exclude_unset=True, by_alias=True).items()
         if name not in OWNED
     }
+    metadata = fields.get("metadata")
+    if isinstance(metadata, dict) and "thread_id" in metadata:
+        rest = {key: value for key, value in metadata.items() if key != "thread_id"}
+        if rest:
+            fields["metadata"] = rest
+        else:
+            del fields["metadata"]
+    return fields
 
 
 # -- the response ----------------------------------------------------------------------------
