@@ -58,27 +58,26 @@ class Selection:
 
 
 def group_units(tail: Sequence[CountedTurn]) -> list[Unit]:
-    """Splits a tail (oldest first) into its units."""
-    groups: list[list[CountedTurn]] = []
-    for turn in tail:
-        if groups and groups[-1][0].unit_seq == turn.unit_seq:
-            groups[-1].append(turn)
-        else:
-            groups.append([turn])
-    units = []
-    for group in groups:
-        head: MessageIn = group[0].message
+    """Splits a tail (oldest first) into its units, in one pass: most units are one turn (a
+    user turn, an answer without calls), and a window load does this for every turn it reads."""
+    units: list[Unit] = []
+    start, end = 0, len(tail)
+    while start < end:
+        first = tail[start]
+        stop = start + 1
+        while stop < end and tail[stop].unit_seq == first.unit_seq:
+            stop += 1
+        head: MessageIn = first.message
         calls = head.get("tool_calls") or ()
-        answered = sum(1 for turn in group if turn.message["role"] == "tool")
-        units.append(
-            Unit(
-                turns=tuple(group),
-                tokens=sum(turn.tokens for turn in group),
-                is_user=head["role"] == "user",
-                complete=answered >= len(calls),
-                cut=group[0].seq != group[0].unit_seq,
-            )
-        )
+        cut = first.seq != first.unit_seq
+        if stop == start + 1:
+            units.append(Unit((first,), first.tokens, head["role"] == "user", not calls, cut))
+        else:
+            group = tuple(tail[start:stop])
+            answered = sum(1 for turn in group if turn.message["role"] == "tool")
+            tokens = sum(turn.tokens for turn in group)
+            units.append(Unit(group, tokens, head["role"] == "user", answered >= len(calls), cut))
+        start = stop
     return units
 
 
