@@ -5,12 +5,16 @@
 
 Builds LoCoMo threads of 100 to 100,000 turns (see `_data`), then times, in one run:
 
-- ``WorkingMemory.load`` (SLIDING_WINDOW, gpt-4o, ``budget_tokens=4_000``, history share 0.5,
-  so a window of at most 2,000 tokens) on a temporary SQLite file and on PostgreSQL (the URL
-  in ``WORKINGMEM_TEST_POSTGRES_URL`` or ``--postgres``);
+- ``WorkingMemory.load`` (SLIDING_WINDOW, gpt-4o, ``budget_tokens=16_000``, history share
+  0.5, so a window of at most 8,000 tokens) on a temporary SQLite file and on PostgreSQL (the
+  URL in ``WORKINGMEM_TEST_POSTGRES_URL`` or ``--postgres``);
 - langchain-core's ``trim_messages`` and llama-index-core's ``ChatMemoryBuffer.get`` on the
-  same thread, held in memory, with the same 2,000 tokens and the same tokenizer (tiktoken
-  o200k_base through ``workingmem.tokenizer_for``).
+  same thread, held in memory, with the same 8,000 tokens and the same tokenizer (tiktoken
+  o200k_base through ``workingmem.tokenizer_for``);
+- openai-agents' ``SQLiteSession.get_items(limit=K)`` on a SQLite file holding the same
+  thread, K being the number of messages of our window at that size (it counts no tokens:
+  the store read alone);
+- the floor: the thread's token counts already in a Python list, walked back to the budget.
 
 It prints medians, p95s, ratios and the targets with PASS/MISS; it never asserts. Progress
 goes to stderr, the report to stdout. Peers need the ``bench`` extra
@@ -49,8 +53,8 @@ Conversations = list[list[Message]]
 
 MODEL = wm.ModelInfo(id="gpt-4o", context_window=128_000)
 PROFILE = wm.Profile(id="default")
-BUDGET_TOKENS = 4_000
-WINDOW_TOKENS = 2_000
+BUDGET_TOKENS = 16_000
+WINDOW_TOKENS = 8_000
 """The peers' limit: ``chat_history_ratio`` 0.5 of `BUDGET_TOKENS`, the share our window gets."""
 DEFAULT_SIZES = (100, 1_000, 10_000, 100_000)
 DEFAULT_REPEAT = 50
@@ -381,6 +385,62 @@ def llama_index_peer() -> Peer:
     )
 
 
+def openai_agents_peer(window_sizes: dict[int, int]) -> Peer:
+    """``SQLiteSession.get_items(limit=K)``: the same K messages as our window, read from a
+    SQLite file by the SDK's own session (a store read, no token counting). Its calls are
+    async: they run on an event loop of the peer's own, kept for the run."""
+    from agents import SQLiteSession
+
+    loop = asyncio.new_event_loop()
+    folder = tempfile.mkdtemp(prefix="workingmem-bench-agents-")
+
+    def prepare(history: list[Message]) -> Prepared:
+        session = SQLiteSession(f"bench-{len(history)}", Path(folder) / f"{len(history)}.db")
+        for offset in range(0, len(history), APPEND_BATCH):
+            batch = history[offset : offset + APPEND_BATCH]
+            loop.run_until_complete(session.add_items(cast(Any, batch)))
+        limit = window_sizes.get(len(history), 0)
+
+        def call() -> list[Any]:
+            return loop.run_until_complete(session.get_items(limit=limit))
+
+        return Prepared(call, lambda window: [to_dict(m["role"], m["content"]) for m in window])
+
+    return Peer(
+        excludes=(
+            "SQLiteSession.get_items(K): the K newest items of its own SQLite table, K given "
+            "(our window's length at that size); counts no tokens, so it cannot choose K itself"
+        ),
+        prepare=prepare,
+    )
+
+
+def floor_peer() -> Peer:
+    """What a window costs once everything is in memory: the turns' token counts in a list,
+    walked back from the newest until the budget is spent."""
+    tokenizer = wm.tokenizer_for(MODEL)
+
+    def prepare(history: list[Message]) -> Prepared:
+        counts = [tokenizer.count_message(m) for m in history]
+
+        def call() -> list[Message]:
+            total, start = tokenizer.reply_overhead, len(history)
+            while start > 0 and total + counts[start - 1] <= WINDOW_TOKENS:
+                start -= 1
+                total += counts[start]
+            return history[start:]
+
+        return Prepared(call, list)
+
+    return Peer(
+        excludes=(
+            "the floor: counts precomputed in a list, no store, no units, no validity rules "
+            "(it may open on an assistant turn)"
+        ),
+        prepare=prepare,
+    )
+
+
 def run_peer(
     name: str,
     factory: Callable[[], Peer],
@@ -679,9 +739,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(run_sqlite(conversations, sizes, args.repeat)),
         *asyncio.run(run_postgres(args.postgres, conversations, sizes, args.repeat)),
     ]
+    window_sizes = {size: len(window) for size, window in stores[0].windows.items()}
     peers = [
         run_peer(name, factory, conversations, sizes, args.repeat)
-        for name, factory in (("LangChain", langchain_peer), ("LlamaIndex", llama_index_peer))
+        for name, factory in (
+            ("LangChain", langchain_peer),
+            ("LlamaIndex", llama_index_peer),
+            ("Agents SQLiteSession", partial(openai_agents_peer, window_sizes)),
+            ("floor", floor_peer),
+        )
     ]
     print_header(args.data, conversations, (args.postgres, stores[1]), load_before)
     print_report(sizes, stores, peers, args.repeat)
