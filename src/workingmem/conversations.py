@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import NotFoundError
-from .messages import said, same
+from .messages import common_start, said
 from .placement import opening
 from .stores.base import TurnStore
 from .types import MessageIn
@@ -93,9 +93,4 @@ async def extends(
 
 
 def _common(thread: Sequence[tuple[int, MessageIn]], request: Sequence[MessageIn]) -> int:
-    common = 0
-    for (_, old), new in zip(thread, request, strict=False):
-        if not same(old, new):
-            break
-        common += 1
-    return common
+    return common_start([message for _, message in thread], request)

@@ -52,6 +52,17 @@ class ValidationError(WorkingMemoryError, ValueError):
         self.reason = reason
         super().__init__(f"{field}: {reason}")
 
+    def shifted(self, name: str, by: int) -> ValidationError:
+        """The same error with the index of `name` (``messages[3]...``) moved by `by`: for a
+        caller that validated a slice of a longer list and names the place in the whole."""
+        prefix = f"{name}["
+        if not by or not self.field.startswith(prefix):
+            return self
+        index, _, rest = self.field[len(prefix) :].partition("]")
+        if not index.isdigit():
+            return self
+        return ValidationError(f"{prefix}{int(index) + by}]{rest}", self.reason)
+
 
 class NotFoundError(WorkingMemoryError, LookupError):
     """No such thread for this tenant.

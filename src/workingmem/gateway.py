@@ -528,13 +528,16 @@ class Gateway:
         )
         new = request.items[placed.start :]
         if new or placed.after_seq is not None:
-            run.turns += await self.store.append(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                messages=new,
-                user_id=user_id,
-                after_seq=placed.after_seq,
-            )
+            try:
+                run.turns += await self.store.append(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    messages=new,
+                    user_id=user_id,
+                    after_seq=placed.after_seq,
+                )
+            except ValidationError as exc:  # its paths name the new turns: name the request's
+                raise exc.shifted("messages", placed.start) from exc
         return run
 
     def plan(

@@ -42,6 +42,7 @@ __all__ = [
     "PlannedTurn",
     "bounded",
     "check_id",
+    "common_start",
     "continuation",
     "depth",
     "dumps_message",
@@ -452,14 +453,20 @@ def continuation(thread: Sequence[MessageIn], request: Sequence[MessageIn]) -> C
     """
     if not thread or not request:
         return Continuation(keep=None, start=0)
+    common = common_start(thread, request)
+    if common and (len(request) > 1 or len(thread) <= 2):
+        return Continuation(keep=common, start=common)
+    return Continuation(keep=None, start=0)
+
+
+def common_start(thread: Sequence[MessageIn], request: Sequence[MessageIn]) -> int:
+    """How many turns the two have in common from their start (`same`)."""
     common = 0
     for old, new in zip(thread, request, strict=False):
         if not same(old, new):
             break
         common += 1
-    if common and (len(request) > 1 or len(thread) <= 2):
-        return Continuation(keep=common, start=common)
-    return Continuation(keep=None, start=0)
+    return common
 
 
 def same(a: MessageIn, b: MessageIn) -> bool:

@@ -426,6 +426,8 @@ def test_history_client_sends_the_clients_messages_byte_for_byte(
         history.append(answer.choices[0].message.model_dump(exclude_none=True))  # type: ignore[arg-type]
         history.append({"role": "user", "content": text})
     assert len(stored(api)) == len(history) - 2  # all stored but the system message and the last
+    # and the memory updated all the same (R28)
+    assert until(lambda: api.get("/v1/threads/agent/memory").json()["covered_turns"] >= 4)
 
 
 def test_a_profile_can_add_the_memory_to_the_clients_own_history(
@@ -451,3 +453,20 @@ def test_a_profile_can_add_the_memory_to_the_clients_own_history(
     assert sent[0]["content"].startswith("You code.\n\n")
     assert "Working memory" in sent[0]["content"]  # the agent memory's block, added
     assert sent[1:] == [{"role": "user", "content": "Hi"}]
+
+
+def test_a_bad_message_is_named_by_its_place_in_the_request(client: openai.OpenAI) -> None:
+    """Validated once, by the library; the error still points into the client's own list
+    (past its system message, and past the turns the thread already has)."""
+    history: list[ChatCompletionMessageParam] = [{"role": "system", "content": "Be brief."}]
+    agent_turn(client, history, "Hi")
+    bad: Any = {"role": "tool", "tool_call_id": "nope", "content": "x"}
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="answer-model", messages=[*history, bad])
+    assert caught.value.body["param"] == "messages[3].tool_call_id"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as spaced:
+        client.chat.completions.create(
+            model="answer-model",
+            messages=[*history, {"role": "user", "content": "x", "name": " ada"}],
+        )
+    assert spaced.value.body["param"] == "messages[3].name"  # type: ignore[index]

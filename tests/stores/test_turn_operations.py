@@ -231,3 +231,72 @@ async def test_a_replace_by_another_tenant_is_its_own_thread(store: wm.Store, te
     other = f"{tenant}-other"
     await store.replace_turns(tenant_id=other, thread_id="th", messages=[user("theirs")])
     assert [t.content for t in await store.list_turns(tenant_id=tenant, thread_id="th")] == ["mine"]
+
+
+async def test_append_after_a_seq_replaces_what_follows_and_rolls_the_summary_back(
+    store: wm.Store, tenant: str
+) -> None:
+    """An edit or a regenerate (R27): the turns after the seq go, the summary moves back to a
+    version covering only survivors, and the new turns follow, in one transaction."""
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[user("1"), assistant("2"), user("3"), assistant("4")],
+    )
+    await _summarize(store, tenant, 2, "first two")
+    await _summarize(store, tenant, 4, "all four")
+    added = await store.append(
+        tenant_id=tenant, thread_id="th", messages=[user("3, edited")], after_seq=2
+    )
+    assert [t.seq for t in added] == [3]
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == ["1", "2", "3, edited"]
+    state = await store.get_memory_state(tenant_id=tenant, thread_id="th")
+    assert (state.summary, state.turn_count) == ("first two", 2)
+    regenerated = await store.append(tenant_id=tenant, thread_id="th", messages=[], after_seq=1)
+    assert regenerated == []
+    assert _roles(await store.list_turns(tenant_id=tenant, thread_id="th")) == ["user"]
+
+
+async def test_append_after_a_seq_is_all_or_nothing(store: wm.Store, tenant: str) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("1"), assistant("2")])
+    with pytest.raises(wm.ValidationError):  # a tool result that answers no call
+        await store.append(
+            tenant_id=tenant, thread_id="th", messages=[tool("c9", "x")], after_seq=1
+        )
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == ["1", "2"]  # the cut rolled back with the append
+
+
+async def test_a_fork_starts_as_the_common_turns_with_the_summary_covering_them(
+    store: wm.Store, tenant: str
+) -> None:
+    """A conversation found by its opening forks where two chats part (R27): the new thread
+    has the source's turns up to the seq, verbatim, and the newest summary covering only
+    them; the source is untouched."""
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[user("1"), assistant("2"), user("3"), assistant("4")],
+        user_id="u1",
+    )
+    await _summarize(store, tenant, 2, "first two")
+    await _summarize(store, tenant, 4, "all four")
+    fork = await store.fork_thread(
+        tenant_id=tenant, source_id="th", thread_id="th-1", through_seq=3
+    )
+    assert (fork.thread_id, fork.user_id, fork.turn_count) == ("th-1", "u1", 3)
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th-1")
+    assert [t.content for t in turns] == ["1", "2", "3"]
+    state = await store.get_memory_state(tenant_id=tenant, thread_id="th-1")
+    assert (state.summary, state.turn_count) == ("first two", 2)
+    source = await store.get_memory_state(tenant_id=tenant, thread_id="th")
+    assert source.summary == "all four"
+    appended = await store.append(tenant_id=tenant, thread_id="th-1", messages=[assistant("b")])
+    assert appended[0].seq == 4  # it goes on from the copied turns
+    with pytest.raises(wm.ConflictError):
+        await store.fork_thread(tenant_id=tenant, source_id="th", thread_id="th-1", through_seq=1)
+    with pytest.raises(wm.NotFoundError):  # another tenant's thread is a missing one
+        await store.fork_thread(
+            tenant_id=f"{tenant}-other", source_id="th", thread_id="x", through_seq=1
+        )

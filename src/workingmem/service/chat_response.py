@@ -22,11 +22,7 @@ __all__ = ["completion_body"]
 
 
 def completion_body(result: AskResult, *, completion_id: str, created: int) -> dict[str, Any]:
-    usage = {
-        "prompt_tokens": result.usage.prompt_tokens,
-        "completion_tokens": result.usage.completion_tokens,
-        "total_tokens": result.usage.total_tokens,
-    }
+    usage = CompletionUsage.of(result.usage).model_dump()
     if result.response is None or not result.response.get("choices"):
         return ChatCompletion(
             id=completion_id,
@@ -42,7 +38,7 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
                     finish_reason=result.finish_reason,
                 )
             ],
-            usage=CompletionUsage(**usage),
+            usage=CompletionUsage.of(result.usage),
         ).model_dump(mode="json", exclude_none=True)
     body = copy.deepcopy(result.response)
     body.setdefault("id", completion_id)

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
+from ..llm import Usage
 from ..messages import MAX_PARTS
 from .params import ID_SCHEMA
 
@@ -376,6 +377,14 @@ class CompletionUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+
+    @classmethod
+    def of(cls, usage: Usage) -> CompletionUsage:
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+        )
 
 
 class ChatCompletion(BaseModel):

@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream
 from ..llm import Usage
+from .chat_schemas import CompletionUsage
 from .errors import ApiError, error_body, map_error
 from .metrics import Metrics
 
@@ -98,11 +99,7 @@ async def answer_events(
         if info.include_usage:
             last = chunk({})
             last["choices"] = []
-            last["usage"] = {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.total_tokens,
-            }
+            last["usage"] = CompletionUsage.of(usage).model_dump()
             yield _event(last)
         yield b"data: [DONE]\n\n"
 

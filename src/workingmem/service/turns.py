@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ValidationError
-from ..messages import normalize_messages
 from ..types import Message
 from .chat_schemas import ChatCompletionRequest
 from .errors import ApiError
@@ -32,7 +31,14 @@ class NewTurns:
     system_prompt: str | None
     """The leading system message's text; None keeps the profile's prompt."""
     messages: list[Message]
-    """The turns after the system message (validated): what the gateway places."""
+    """The turns after the system message, in the shapes the request schema checked: the
+    gateway validates them once (its errors name them from 0: see `offset`)."""
+    offset: int = 0
+    """Where they start in the request's messages (1 after a system message)."""
+
+    def named(self, exc: ValidationError) -> ValidationError:
+        """A library error about these turns, its path into the request's own messages."""
+        return exc.shifted("messages", self.offset)
 
 
 def _system_text(message: Message) -> str:
@@ -43,7 +49,8 @@ def _system_text(message: Message) -> str:
 
 
 def plan_turns(body: ChatCompletionRequest) -> NewTurns:
-    """Checks the request's messages and splits off the system prompt."""
+    """Splits off the system prompt; the turns are the gateway's to validate (once), the
+    last one's role included."""
     messages: list[Message] = [m.model_dump(exclude_none=True) for m in body.messages]
     offset, system = 0, None
     if messages[0]["role"] in _SYSTEM_ROLES:
@@ -58,23 +65,5 @@ def plan_turns(body: ChatCompletionRequest) -> NewTurns:
                 code="invalid_value",
                 param=f"messages[{index}].role",
             )
-        clean.append(_normalized(message, index))
-    if not clean or clean[-1]["role"] not in ("user", "tool"):
-        raise ApiError(
-            400,
-            "the last message must be the user's, or the results of the tool calls before "
-            "it: it is what the model answers",
-            code="invalid_value",
-            param="messages",
-        )
-    return NewTurns(system_prompt=system, messages=clean)
-
-
-def _normalized(message: Message, index: int) -> Message:
-    """The library's validation, with the error's path pointing into the request."""
-    try:
-        (clean,) = normalize_messages([message])
-    except ValidationError as exc:
-        field = exc.field.replace("messages[0]", f"messages[{index}]", 1)
-        raise ValidationError(field, exc.reason) from exc
-    return clean
+        clean.append(message)
+    return NewTurns(system_prompt=system, messages=clean, offset=offset)

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from ...errors import ValidationError
 from ...messages import check_id
 from ..auth import Tenant
 from ..chat_response import completion_body
@@ -111,7 +112,10 @@ async def chat_completions(
         ask["passthrough"] = raw["messages"]
     if body.stream:
         stream = gateway.ask_stream(**ask)
-        first = await first_piece(stream)
+        try:
+            first = await first_piece(stream)
+        except ValidationError as exc:
+            raise turns.named(exc) from exc
         headers = _thread_header(stream.thread_id or "")
         info = StreamInfo(
             completion_id=completion_id,
@@ -128,6 +132,8 @@ async def chat_completions(
         result = await unless_disconnected(request, gateway.ask(**ask))
     except ClientDisconnectedError:
         return Response(status_code=499)  # nobody reads it: nginx's "client closed request"
+    except ValidationError as exc:
+        raise turns.named(exc) from exc
     services.metrics.observe_answer(result.usage)
     headers = _thread_header(result.thread_id)
     if result.warnings:
