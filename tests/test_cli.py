@@ -380,3 +380,43 @@ def test_serve_takes_the_upstreams_timeout_and_retries(
     assert result.exit_code == 0, result.output
     settings = served[0].state.settings
     assert (settings.upstream_timeout, settings.upstream_max_retries) == (15.0, 0)
+
+
+def test_serve_with_workers_hands_its_settings_to_the_workers_factory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several workers need an import string: each builds its app with `create_app()`, which
+    reads the settings serve wrote into the environment."""
+    from workingmem.service import ServiceSettings
+    from workingmem.service.app import APP_FACTORY
+    from workingmem.service.settings import SETTINGS_ENV
+
+    monkeypatch.setenv(SETTINGS_ENV, "")  # restored (removed) after the test
+    served: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.append((app, kwargs)))
+    db = str(tmp_path / "m.db")
+    options = ["--upstream", "http://127.0.0.1:9/v1", "--upstream-timeout", "15"]
+    result = runner.invoke(app, ["serve", "--db", db, *options, "--workers", "3"])
+    assert result.exit_code == 0, result.output
+    assert "Workers: 3 processes" in result.output
+    [(target, kwargs)] = served
+    assert (target, kwargs["factory"], kwargs["workers"]) == (APP_FACTORY, True, 3)
+    settings = ServiceSettings.from_env()
+    assert (settings.database_url, settings.upstream_timeout) == (db, 15.0)
+    assert settings.upstream_base_url == "http://127.0.0.1:9/v1"
+
+
+def test_serve_with_workers_refuses_the_local_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker would load its own copy of the local model onto the same cores: refused,
+    naming what works (an upstream, or one worker)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("served"))
+    result = runner.invoke(app, ["serve", "--db", str(tmp_path / "m.db"), "--workers", "2"])
+    assert result.exit_code == 2
+    output = " ".join(result.output.split())
+    assert "--workers 2 needs an upstream (--upstream" in output
+    assert "one worker" in output
+    assert "Traceback" not in result.output

@@ -373,6 +373,16 @@ def serve(
             metavar="N", min=0, max=10, help="Retries of an upstream call (429, 5xx, timeouts)."
         ),
     ] = 1,
+    workers: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            min=1,
+            max=64,
+            help="Worker processes sharing the port and the database, to use more cores; "
+            "more than 1 needs an upstream (the local model would be loaded once per process).",
+        ),
+    ] = 1,
 ) -> None:
     """Run the memory gateway: OpenAI's /v1/chat/completions with memory, REST, a web page.
 
@@ -381,9 +391,15 @@ def serve(
     every request needs one; without keys it serves one local tenant, on loopback only.
     The page is at http://HOST:PORT/ui/.
 
+    With --workers N, N processes serve the same port and database (SQLite in WAL mode, or
+    PostgreSQL); one ask at a time per thread and one memory update at a time hold across
+    them through the database's leases.
+
     Example: OPENAI_API_KEY=sk-... workingmem serve --upstream https://api.openai.com/v1
     """
     from .service import ServiceSettings, create_app
+    from .service.app import APP_FACTORY
+    from .service.settings import SETTINGS_ENV
     from .service.state import is_loopback
 
     agent_memory = _agent_memory(
@@ -422,6 +438,14 @@ def serve(
         where = upstream or os.environ.get("OPENAI_BASE_URL") or "OpenAI"
         console.print(f"Upstream: {escape(where)}.")
     else:
+        if workers > 1:
+            errors.print(
+                f"[red]error:[/] --workers {workers} needs an upstream (--upstream, "
+                "OPENAI_BASE_URL or OPENAI_API_KEY): the local model would be loaded once per "
+                "worker, each copy competing for the same cores. Serve the local model with "
+                "one worker."
+            )
+            raise typer.Exit(2)
         _require_local_model()
         console.print(
             f"Upstream: none configured, so the local model {LOCAL_MODEL} answers, on the CPU "
@@ -435,7 +459,13 @@ def serve(
         )
     shown = f"[{host}]" if ":" in host else host
     console.print(f"OpenAI base URL: http://{shown}:{port}/v1 · page: http://{shown}:{port}/ui/")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    if workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        return
+    console.print(f"Workers: {workers} processes on one port, sharing the database.")
+    # Each worker builds its own app from the settings it finds in its environment.
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    uvicorn.run(APP_FACTORY, factory=True, workers=workers, host=host, port=port, log_level="info")
 
 
 def _require_local_model() -> None:

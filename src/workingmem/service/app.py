@@ -7,6 +7,12 @@
     async with Gateway(store=store, llm=client) as gateway:   # a host's (or a test's) gateway
         app = create_app(settings, gateway=gateway)
 
+Several worker processes (``workingmem serve --workers N``) each build their own app: uvicorn
+imports ``workingmem.service:create_app`` as a factory and calls it with no settings, so each
+reads them from the environment, where the parent wrote them (`ServiceSettings.to_json` in
+``WORKINGMEM_SERVICE_SETTINGS``). They share the database; what must happen once per thread
+across them (one ask at a time, one memory update at a time) is held by the store's leases.
+
 The lifespan owns what the app builds: it opens the store (migrating it), builds the `Gateway`
 over the upstream (`workingmem.embedded.choose_upstream`: the configured OpenAI-compatible one,
 else the local model), and starts its background queue; on shutdown it drains
@@ -38,7 +44,10 @@ from .routes import chat, models, ops, threads, ui, working_memory
 from .settings import ServiceSettings
 from .state import Services
 
-__all__ = ["create_app"]
+__all__ = ["APP_FACTORY", "create_app"]
+
+APP_FACTORY = "workingmem.service:create_app"
+"""The import string of the factory worker processes call (uvicorn's ``factory=True``)."""
 
 logger = logging.getLogger("workingmem.service")
 

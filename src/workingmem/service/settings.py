@@ -5,21 +5,30 @@
                                gateway=GatewayConfig(default_model="qwen2.5-7b"))
     app = create_app(settings)
 
-`ServiceSettings.from_env()` reads the environment: ``WORKINGMEM_DATABASE_URL`` (else the SQLite
-file ``.workingmem/memory.db``), ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` for the upstream.
+`ServiceSettings.from_env()` reads the environment: the settings `to_json` wrote into
+``WORKINGMEM_SERVICE_SETTINGS`` if set (how ``workingmem serve --workers N`` hands its settings to
+the worker processes, which build the app with `create_app()`), ``WORKINGMEM_DATABASE_URL``
+(else the SQLite file ``.workingmem/memory.db``), ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` for
+the upstream.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..agent_memory import AgentMemoryConfig
 from ..config import Profile
+from ..errors import ValidationError
 from ..gateway_config import GatewayConfig
 
-__all__ = ["LOCAL_TENANT", "ServiceSettings"]
+__all__ = ["LOCAL_TENANT", "SETTINGS_ENV", "ServiceSettings"]
+
+SETTINGS_ENV = "WORKINGMEM_SERVICE_SETTINGS"
+"""The environment variable that carries `ServiceSettings.to_json` to worker processes."""
 
 LOCAL_TENANT = "local"
 """The one tenant a server without API keys serves (the tenant `workingmem demo` writes to)."""
@@ -56,9 +65,79 @@ class ServiceSettings:
 
     @classmethod
     def from_env(cls) -> ServiceSettings:
-        """The defaults, with the database and the upstream from the environment."""
-        return cls(
-            database_url=os.environ.get("WORKINGMEM_DATABASE_URL") or None,
-            upstream_base_url=os.environ.get("OPENAI_BASE_URL") or None,
-            upstream_api_key=os.environ.get("OPENAI_API_KEY") or None,
+        """The settings in ``WORKINGMEM_SERVICE_SETTINGS`` (else the defaults), with the
+        database and the upstream from the environment where they leave them unset."""
+        written = os.environ.get(SETTINGS_ENV)
+        settings = cls.from_json(written) if written else cls()
+        return replace(
+            settings,
+            database_url=settings.database_url or os.environ.get("WORKINGMEM_DATABASE_URL") or None,
+            upstream_base_url=settings.upstream_base_url
+            or os.environ.get("OPENAI_BASE_URL")
+            or None,
+            upstream_api_key=settings.upstream_api_key or os.environ.get("OPENAI_API_KEY") or None,
         )
+
+    def to_json(self) -> str:
+        """These settings as JSON, for another process's `from_json`; without the upstream's
+        key (a secret is not copied around: the other process reads ``OPENAI_API_KEY``).
+
+        Raises:
+            ValidationError: the agent memory's schema is a Pydantic class (give its JSON
+                Schema instead, which can travel).
+        """
+        agent: dict[str, Any] | None = None
+        if self.agent_memory is not None:
+            memory = self.agent_memory
+            if isinstance(memory.schema, type):
+                raise ValidationError(
+                    "agent_memory.schema",
+                    "a Pydantic class cannot be handed to another process: give its JSON Schema "
+                    "(Model.model_json_schema())",
+                )
+            agent = {
+                "enabled": memory.enabled,
+                "template": memory.template,
+                "schema": None if memory.schema is None else dict(memory.schema),
+                "scope": memory.scope,
+                "max_chars": memory.max_chars,
+                "keep_versions": memory.keep_versions,
+            }
+        return json.dumps(
+            {
+                "database_url": self.database_url,
+                "upstream_base_url": self.upstream_base_url,
+                "upstream_timeout": self.upstream_timeout,
+                "upstream_max_retries": self.upstream_max_retries,
+                "gateway": self.gateway.model_dump(mode="json"),
+                "profiles": [profile.model_dump(mode="json") for profile in self.profiles],
+                "agent_memory": agent,
+                "require_keys": self.require_keys,
+                "max_body_bytes": self.max_body_bytes,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ServiceSettings:
+        """The settings `to_json` wrote (the upstream's key unset).
+
+        Raises:
+            ValidationError: the text is not such settings.
+        """
+        try:
+            data = json.loads(text)
+            agent = data.pop("agent_memory")
+            return cls(
+                **{
+                    **data,
+                    "gateway": GatewayConfig.model_validate(data["gateway"]),
+                    "profiles": tuple(Profile.model_validate(p) for p in data["profiles"]),
+                    "agent_memory": None if agent is None else AgentMemoryConfig(**agent),
+                }
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            if isinstance(exc, ValidationError):
+                raise
+            raise ValidationError(
+                SETTINGS_ENV, f"not service settings written by to_json: {exc}"
+            ) from exc
