@@ -3,8 +3,8 @@
     scripts/with-postgres .venv/bin/python benchmarks/bench_round_trips.py
 
 Counts, not seconds, so one run on a noisy machine is exact. SQLite: every call that crosses
-to aiosqlite's thread (``Connection._execute``: a statement, a fetch, a cursor's close, BEGIN
-and COMMIT), which is what a round trip costs there. PostgreSQL: every statement psycopg
+to a connection's thread (``Connection.call``: a statement, BEGIN, COMMIT, or the window read's
+whole function), which is what a round trip costs there. PostgreSQL: every statement psycopg
 sends (a query, an ``executemany``, which psycopg pipelines, BEGIN and COMMIT). Run it with
 ``PYTHONPATH`` pointing at another checkout's ``src`` to compare two versions of the store.
 """
@@ -22,10 +22,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 import workingmem as wm
 from workingmem.llm.testing import Reply, ScriptedUpstream
+from workingmem.stores._sqlite_thread import Connection
 from workingmem.tokens import tokenizer_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,13 +34,13 @@ counts: Counter[str] = Counter()
 
 
 def _count_sqlite() -> None:
-    original = aiosqlite.Connection._execute
+    original = Connection.call
 
-    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def counted(self: Connection, fn: Any) -> Any:
         counts["trips"] += 1
-        return await original(self, fn, *args, **kwargs)
+        return await original(self, fn)
 
-    aiosqlite.Connection._execute = counted  # type: ignore[method-assign]
+    Connection.call = counted  # type: ignore[method-assign]
 
 
 def _count_postgres() -> None:

@@ -25,7 +25,7 @@ import workingmem
 
 PACKAGE = Path(workingmem.__file__).resolve().parent
 
-DRIVERS_AND_SDKS = ("aiosqlite", "psycopg", "psycopg_pool", "openai", "httpx", "llama_cpp")
+DRIVERS_AND_SDKS = ("sqlite3", "psycopg", "psycopg_pool", "openai", "httpx", "llama_cpp")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
 CLI_STACK = ("typer", "rich")
 

@@ -195,14 +195,23 @@ class WorkingMemory:
         limit: int | None,
         reach: int | None,
     ) -> tuple[list[CountedTurn], int, int]:
-        """Reads the tail newest first, page by page, until the window is decided.
+        """Reads the tail newest first until the window is decided.
 
-        Returns the window, its tokens and the thread's turn count. Pages are sized from the
-        tokens still to fill, so a load reads about what it sends, whatever the thread's length.
+        Returns the window, its tokens and the thread's turn count. The first read asks the
+        store for the turns that fill the limit (the store sums its cached counts), so a load
+        reads what it sends, in one trip, whatever the thread's length; further pages, sized
+        from the tokens still to fill, are for turns not counted yet and windows that reach
+        past an unanswered call.
         """
-        batch = _FIRST_READ if reach is None else min(_MAX_READ, reach + 8)
+        batch = _MAX_READ if reach is None else min(_MAX_READ, reach + 8)
+        if limit is None and reach is None:
+            batch = _FIRST_READ
         tail = await self.store.read_tail(
-            tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=batch
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            tokenizer=tokenizer,
+            limit=batch,
+            tokens=limit,
         )
         total = tail.thread.turn_count
         min_seq = 1 if reach is None else tail_start(total, reach)

@@ -207,6 +207,76 @@ async def test_read_tail_pages_newest_first(store: wm.ThreadStore, tenant: str) 
     assert [t.seq for t in older.turns] == [5, 6, 7]
 
 
+async def test_read_tail_with_a_token_goal_reads_through_the_first_turn_past_it(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """With `tokens`, a read returns the newest turns up to and including the first whose
+    counts add up past the goal, and no more: a window's read is sized by its budget."""
+    tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("seed")])
+    await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1)  # registers
+    await store.append(
+        tenant_id=tenant, thread_id="th", messages=[user(f"turn {i}") for i in range(2, 41)]
+    )
+    each = tok.count_message(user("turn 10"))
+    goal = 5 * each + 1  # five turns reach it, the sixth passes it
+    tail = await store.read_tail(
+        tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1_000, tokens=goal
+    )
+    assert [t.seq for t in tail.turns] == [35, 36, 37, 38, 39, 40]
+    assert tail.thread.turn_count == 40
+    older = await store.read_tail(
+        tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1_000, tokens=goal, before_seq=4
+    )
+    assert [t.seq for t in older.turns] == [1, 2, 3]  # the thread's start comes first
+    capped = await store.read_tail(
+        tenant_id=tenant, thread_id="th", tokenizer=tok, limit=2, tokens=10 * goal
+    )
+    assert [t.seq for t in capped.turns] == [39, 40]
+
+
+async def test_read_tail_with_a_token_goal_reads_the_unit_it_stops_in_whole(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """The turn that passes the goal may be a tool result: the read goes back to its call, so
+    the window can tell whether the unit is whole without another read."""
+    tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("q")])
+    await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1)
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[assistant(None, "a", "b"), tool("a", "x" * 40), tool("b", "y" * 40), user("n")],
+    )
+    goal = tok.count_message(user("n")) + 1  # passed by the newest tool result
+    tail = await store.read_tail(
+        tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1_000, tokens=goal
+    )
+    assert [(t.seq, t.unit_seq) for t in tail.turns] == [(2, 2), (3, 2), (4, 2), (5, 5)]
+
+
+async def test_read_tail_with_a_token_goal_counts_turns_never_counted(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """Turns stored before a tokenizer was registered have no count with it: the read stops
+    trusting the cache there and hands the caller turns to count, all counted right."""
+    tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+    await store.append(
+        tenant_id=tenant, thread_id="th", messages=[user(f"old {i}") for i in range(100)]
+    )
+    first = await store.read_tail(
+        tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1_000, tokens=10**6
+    )
+    assert first.turns, "a read of a thread never counted still returns turns"
+    assert first.turns[-1].seq == 100
+    assert all(t.tokens == tok.count_message(t.message) for t in first.turns)
+    again = await store.read_tail(
+        tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1_000, tokens=10**6
+    )
+    assert [t.seq for t in again.turns][-len(first.turns) :] == [t.seq for t in first.turns]
+    assert all(t.tokens == tok.count_message(t.message) for t in again.turns)
+
+
 async def test_memory_state_is_compare_and_set_with_history(
     store: wm.ThreadStore, tenant: str
 ) -> None:

@@ -17,12 +17,33 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["Dialect", "Row", "Session"]
+__all__ = ["UNCOUNTED_PAGE", "Dialect", "Row", "Session", "TailRead"]
 
 Row = tuple[Any, ...]
+
+UNCOUNTED_PAGE = 64
+"""Turns read past the counted ones when a token goal meets turns not counted yet: they are
+counted by the caller, so a read of a thread never counted stays a page."""
+
+
+@dataclass(frozen=True, slots=True)
+class TailRead:
+    """What a tail read asks for: a thread's newest turns, before `before_seq` if set."""
+
+    tokenizer_key: str
+    tenant_id: str
+    thread_id: str
+    limit: int
+    """At most this many turns."""
+    before_seq: int | None = None
+    tokens: int | None = None
+    """Enough turns to pass this many tokens, and no more: the newest turns through the first
+    whose counts add up past it (fewer when the thread is shorter, or some turn is not
+    counted yet; the caller reads further back when it must)."""
 
 
 class Session(Protocol):
@@ -75,18 +96,10 @@ class Dialect(ABC):
         """A stored timestamp as an aware datetime."""
 
     @abstractmethod
-    async def read_tail(
-        self,
-        tokenizer_key: str,
-        before_seq: int | None,
-        tenant_id: str,
-        thread_id: str,
-        limit: int,
-    ) -> list[Row]:
-        """One statement, one round trip: the thread row (9 columns) with each of its newest
-        `limit` turns before `before_seq` (seq, unit_seq, message, cached count or NULL),
-        newest first; an empty thread gives its row once with NULL turn columns; a missing
-        thread gives no row."""
+    async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
+        """One trip (SQLite's thread, PostgreSQL's round trip), one snapshot: the thread row
+        (9 columns) and its newest turns as `read` asks, newest first, each as (seq,
+        unit_seq, message, cached count or NULL); None for a missing thread."""
 
     @abstractmethod
     async def migrate(self) -> None:

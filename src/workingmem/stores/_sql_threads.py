@@ -25,7 +25,7 @@ from ..messages import (
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
-from ._dialect import Dialect, Row, Session
+from ._dialect import Dialect, Row, Session, TailRead
 from .base import StateWrite, Tail
 
 __all__ = ["THREAD_COLUMNS", "SQLThreads"]
@@ -405,13 +405,15 @@ class SQLThreads:
         tokenizer: Tokenizer,
         limit: int,
         before_seq: int | None = None,
+        tokens: int | None = None,
     ) -> Tail:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        rows = await self._dialect.read_tail(tokenizer.key, before_seq, tenant_id, thread_id, limit)
-        if not rows:
+        found = await self._dialect.read_tail(
+            TailRead(tokenizer.key, tenant_id, thread_id, limit, before_seq, tokens)
+        )
+        if found is None:
             raise NotFoundError("thread", thread_id)
-        row = tuple(rows[0][:9])
-        tail = [r[9:] for r in rows if r[9] is not None]
+        row, tail = found
         turns, missing = _rows.counted_tail(tokenizer, tail)
         if missing or tokenizer.key not in _rows.tokenizers_of(row[6]):
             await self._remember_counts(row[0], tokenizer.key, missing)

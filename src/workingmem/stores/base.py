@@ -152,8 +152,14 @@ class TurnStore(Protocol):
         tokenizer: Tokenizer,
         limit: int,
         before_seq: int | None = None,
+        tokens: int | None = None,
     ) -> Tail:
         """The newest `limit` turns before `before_seq` (all when None), oldest first.
+
+        With `tokens`, no more than it takes to pass that many tokens: the newest turns
+        through the first whose counts add up past it (a window's read, sized by the budget
+        and not by a guess of the turns' length). Fewer when the thread is shorter or some
+        turn was not counted yet; a caller that needs more reads further back.
 
         Reads newest first through the primary key, so its cost does not grow with the
         thread's length. Counts come from the stored cache; a turn not yet counted with this

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
-from ._dialect import Dialect, Row
+from ._dialect import UNCOUNTED_PAGE, Dialect, Row, TailRead
 from ._sql_threads import THREAD_COLUMNS
 from .migrations import load_migrations
 from .sql import SQLStore
@@ -33,18 +33,52 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["PostgresStore"]
 
 _MIGRATION_LOCK = 0x776D656D  # "wmem": one migrator at a time across workers
-_TAIL = (
-    f"SELECT {', '.join('th.' + c.strip() for c in THREAD_COLUMNS.split(','))}, "
-    "t.seq, t.unit_seq, t.message, t.tokens "
-    "FROM threads AS th LEFT JOIN LATERAL ("
-    " SELECT u.seq, u.unit_seq, u.message, (SELECT k.tokens FROM turn_tokens AS k"
-    "  WHERE k.thread_pk = u.thread_pk AND k.tokenizer = %s AND k.seq = u.seq) AS tokens"
-    " FROM turns AS u WHERE u.thread_pk = th.id AND u.seq < coalesce(%s, th.turn_count + 1)"
-    " ORDER BY u.seq DESC LIMIT %s) AS t ON true "
-    "WHERE th.tenant_id = %s AND th.thread_id = %s ORDER BY t.seq DESC"
-)
-"""The thread row with its newest turns. The count is a per-row index lookup, so the plan
-does not depend on the planner's statistics of a thread that grew in a burst."""
+_TAIL = f"""
+WITH th AS (SELECT {THREAD_COLUMNS} FROM threads
+            WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s),
+top AS (SELECT id AS pk, least(turn_count, coalesce(%(before_seq)s::bigint - 1, turn_count)) AS seq
+        FROM th),
+counts AS (
+  SELECT k.seq, k.tokens,
+         sum(k.tokens) OVER newest - k.tokens AS newer,
+         k.seq = (SELECT seq FROM top) + 1 - row_number() OVER newest AS unbroken
+  FROM turn_tokens AS k
+  WHERE %(tokens)s::bigint IS NOT NULL AND k.thread_pk = (SELECT pk FROM top)
+    AND k.tokenizer = %(tokenizer)s AND k.seq <= (SELECT seq FROM top)
+  WINDOW newest AS (ORDER BY k.seq DESC ROWS UNBOUNDED PRECEDING)
+  ORDER BY k.seq DESC LIMIT %(scan)s),
+walk AS (SELECT min(seq) AS first, count(*) AS n, coalesce(max(newer + tokens), 0) AS covered
+         FROM counts WHERE unbroken AND newer <= %(tokens)s::bigint),
+span AS (SELECT CASE
+    WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 1
+    WHEN walk.covered > %(tokens)s::bigint OR walk.first = 1 OR walk.n >= %(scan)s
+      THEN walk.first
+    ELSE top.seq - walk.n - {UNCOUNTED_PAGE} + 1 END AS first
+  FROM top, walk),
+head AS (SELECT coalesce((SELECT h.unit_seq FROM turns AS h
+                          WHERE h.thread_pk = (SELECT pk FROM top)
+                          AND h.seq = (SELECT first FROM span)), (SELECT first FROM span)) AS seq)
+SELECT th.*, NULL::integer AS seq, NULL::integer, NULL::text, NULL::integer FROM th
+UNION ALL
+SELECT NULL::bigint, NULL, NULL, NULL, NULL::integer, NULL::integer, NULL, NULL::timestamptz,
+       NULL::timestamptz, t.seq, t.unit_seq, t.message,
+       (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
+        AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq)
+FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message FROM turns AS u
+      WHERE u.thread_pk = (SELECT pk FROM top) AND u.seq <= (SELECT seq FROM top)
+        AND u.seq >= (SELECT seq FROM head)
+      ORDER BY u.seq DESC LIMIT %(limit)s) AS t
+ORDER BY seq DESC NULLS FIRST
+"""
+"""The thread row, then its newest turns, in one statement (the thread's columns once, not
+on every turn's row). With a token goal the counts are
+scanned first (the primary key alone, a bounded page) and summed newest first up to the first
+turn that passes the goal, and the turns are read from the head of that turn's unit (a window
+takes units whole); a turn not counted yet ends the walk, and a page past it is read for the
+caller to count."""
+_SCAN_TOKENS_PER_TURN = 20
+"""The token goal's count scan is bounded at goal / this + 32 turns (LoCoMo turns average 35;
+a thread of shorter turns costs one more read, never a wrong window)."""
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -133,23 +167,29 @@ class PostgresDialect(Dialect):
             raise StoreError(f"PostgreSQL returned {value!r} for a timestamp")
         return value
 
-    async def read_tail(
-        self,
-        tokenizer_key: str,
-        before_seq: int | None,
-        tenant_id: str,
-        thread_id: str,
-        limit: int,
-    ) -> list[Row]:
+    async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
         # One statement, one round trip, outside a transaction block (its own snapshot).
+        scan = read.limit
+        if read.tokens is not None:
+            scan = min(read.limit, read.tokens // _SCAN_TOKENS_PER_TURN + 32)
+        params = {
+            "tenant_id": read.tenant_id,
+            "thread_id": read.thread_id,
+            "before_seq": read.before_seq,
+            "tokenizer": read.tokenizer_key,
+            "tokens": read.tokens,
+            "limit": read.limit,
+            "scan": scan,
+        }
         try:
             async with self._pool.connection() as conn:
-                cursor = await conn.execute(
-                    _TAIL, (tokenizer_key, before_seq, limit, tenant_id, thread_id)
-                )
-                return await cursor.fetchall()
+                cursor = await conn.execute(_TAIL, params)
+                rows = await cursor.fetchall()
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL failed: {exc}") from exc
+        if not rows:
+            return None
+        return rows[0][:9], [row[9:] for row in rows[1:]]
 
     async def migrate(self) -> None:
         for migration in load_migrations("postgres"):

@@ -1,4 +1,4 @@
-"""The embedded default store: one SQLite file in WAL mode, through aiosqlite.
+"""The embedded default store: one SQLite file in WAL mode.
 
     store = await SQLiteStore.open(".workingmem/memory.db")
     try:
@@ -6,11 +6,12 @@
     finally:
         await store.aclose()
 
-Two connections: one writer, whose transactions are `BEGIN IMMEDIATE` and serialized by a
-lock (so two coroutines never interleave inside one transaction), and one reader, whose
-multi-statement reads run in one snapshot. WAL lets the reader go on while the writer writes,
-and other processes share the file safely (``busy_timeout`` waits for their locks). Every
-statement is one trip to aiosqlite's thread (``execute_fetchall``).
+Two connections, each with its own thread (`_sqlite_thread`): one writer, whose transactions
+are `BEGIN IMMEDIATE` and serialized by a lock (so two coroutines never interleave inside one
+transaction), and one reader, whose multi-statement reads run in one snapshot. WAL lets the
+reader go on while the writer writes, and other processes share the file safely
+(``busy_timeout`` waits for their locks). A statement is one trip to a connection's thread;
+the window read, the hot path, is one trip for all its statements.
 """
 
 from __future__ import annotations
@@ -23,57 +24,108 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
 from ..errors import StoreError
 from . import _rows
-from ._dialect import Dialect, Row
+from ._dialect import UNCOUNTED_PAGE, Dialect, Row, TailRead
 from ._sql_threads import THREAD_COLUMNS
+from ._sqlite_thread import Connection
 from .migrations import load_migrations
 from .sql import SQLStore
 
 __all__ = ["SQLiteStore"]
 
-_TAIL = (
-    f"SELECT {', '.join('th.' + c.strip() for c in THREAD_COLUMNS.split(','))}, "
-    "t.seq, t.unit_seq, t.message, "
-    "(SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = th.id "
-    "AND k.tokenizer = ? AND k.seq = t.seq) "
-    "FROM threads AS th LEFT JOIN turns AS t ON t.thread_pk = th.id "
-    "AND t.seq < coalesce(?, th.turn_count + 1) "
-    "WHERE th.tenant_id = ? AND th.thread_id = ? ORDER BY t.seq DESC LIMIT ?"
+_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
+_COUNTS = (
+    "SELECT seq, tokens FROM turn_tokens WHERE thread_pk = ? AND tokenizer = ? AND seq <= ? "
+    "ORDER BY seq DESC"
 )
-"""The thread row joined to its newest turns: one statement is its own snapshot."""
+_RANGE = (
+    "SELECT seq, unit_seq, message FROM turns WHERE thread_pk = ? AND seq BETWEEN ? AND ? "
+    "ORDER BY seq DESC"
+)
+_COUNTED = (
+    "SELECT t.seq, t.unit_seq, t.message, k.tokens FROM turns AS t LEFT JOIN turn_tokens AS k "
+    "ON k.thread_pk = t.thread_pk AND k.tokenizer = ? AND k.seq = t.seq "
+    "WHERE t.thread_pk = ? AND t.seq <= ? ORDER BY t.seq DESC LIMIT ?"
+)
+
+
+def _read_tail(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] | None:
+    """The thread row and its newest turns, in one snapshot, on the reader's thread.
+
+    With a token goal the counts are walked back first (a covering primary-key range, no
+    message read) to the first turn that passes it, then exactly those turns are read, and the
+    rest of that turn's unit (a window takes units whole). A turn not counted yet with this
+    tokenizer ends the walk; the turns are then read with whatever counts they have, for the
+    caller to count the rest.
+    """
+    if db.in_transaction:
+        db.execute("ROLLBACK")  # what a cancelled reader left open (the read lock is held)
+    db.execute("BEGIN")
+    try:
+        thread = db.execute(_THREAD, (read.tenant_id, read.thread_id)).fetchone()
+        if thread is None:
+            return None
+        pk, top = thread[0], thread[4]
+        if read.before_seq is not None:
+            top = min(top, read.before_seq - 1)
+        if top < 1:
+            return tuple(thread), []
+        if read.tokens is not None:
+            counts: dict[int, int] = {}
+            covered, seq = 0, top
+            for seq_read, tokens in db.execute(_COUNTS, (pk, read.tokenizer_key, top)):
+                if seq_read != seq:
+                    break  # a turn counted by no one yet
+                counts[seq] = tokens
+                covered += tokens
+                seq -= 1
+                if covered > read.tokens or len(counts) >= read.limit:
+                    break
+            if counts and (covered > read.tokens or len(counts) >= read.limit or seq == 0):
+                rows = [(*row, counts[row[0]]) for row in db.execute(_RANGE, (pk, seq + 1, top))]
+                oldest, head = rows[-1][0], rows[-1][1]
+                if head < oldest:  # the unit the walk stopped in, whole
+                    rows += db.execute(
+                        _COUNTED, (read.tokenizer_key, pk, oldest - 1, oldest - head)
+                    )
+                return tuple(thread), rows
+            limit = min(read.limit, len(counts) + UNCOUNTED_PAGE)
+        else:
+            limit = read.limit
+        rows = db.execute(_COUNTED, (read.tokenizer_key, pk, top, limit)).fetchall()
+        return tuple(thread), rows
+    finally:
+        db.execute("COMMIT")
 
 
 class _Session:
-    """Statements on one aiosqlite connection, each one trip to its thread."""
+    """Statements on one connection, each one trip to its thread."""
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: Connection) -> None:
         self._db = db
 
     async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
-        return [tuple(row) for row in await self._db.execute_fetchall(sql, params)]
+        return await self._db.fetchall(sql, params)
 
     async def row(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         found = await self.rows(sql, params)
         return found[0] if found else None
 
     async def run(self, sql: str, params: Sequence[object] = ()) -> int:
-        cursor = await self._db.execute(sql, params)
-        return cursor.rowcount
+        return await self._db.execute(sql, params)
 
     async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
         await self._db.executemany(sql, params)
 
 
-async def _begin(db: aiosqlite.Connection, begin: str) -> None:
+async def _begin(db: Connection, begin: str) -> None:
     """Begins a transaction on a connection whose lock is held, ending first one that a
     cancelled holder left open.
 
-    The driver runs statements in order, in its thread, each to its end even when the task
+    The connection runs calls in order, in its thread, each to its end even when the task
     awaiting it is cancelled (a client that went away; under AnyIO the cancellation comes
-    again at every await, so nothing can be waited for after it). A statement is queued the
+    again at every await, so nothing can be waited for after it). A call is queued the
     moment it is awaited, so whatever an earlier holder queued (its BEGIN, its COMMIT, its
     ROLLBACK) runs before this BEGIN; if this BEGIN then meets a transaction, it is such a
     leftover, and its end is queued right behind it. Nothing else is checked in advance: an
@@ -94,7 +146,7 @@ class SQLiteDialect(Dialect):
     name = "sqlite"
     lock = ""  # BEGIN IMMEDIATE serializes writers, across processes too
 
-    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+    def __init__(self, writer: Connection, reader: Connection) -> None:
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
@@ -143,22 +195,12 @@ class SQLiteDialect(Dialect):
     def moment(self, value: Any) -> datetime:
         return datetime.fromisoformat(value)
 
-    async def read_tail(
-        self,
-        tokenizer_key: str,
-        before_seq: int | None,
-        tenant_id: str,
-        thread_id: str,
-        limit: int,
-    ) -> list[Row]:
+    async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
         async with self._read_lock:
             try:
-                rows = await self._reader.execute_fetchall(
-                    _TAIL, (tokenizer_key, before_seq, tenant_id, thread_id, limit)
-                )
+                return await self._reader.call(lambda db: _read_tail(db, read))
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite failed: {exc}") from exc
-        return [tuple(row) for row in rows]
 
     async def migrate(self) -> None:
         async with self.write() as session:
@@ -198,8 +240,8 @@ class SQLiteStore(SQLStore):
         try:
             if target != ":memory:":
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
-            writer = await _connect(target)
-            reader = writer if target == ":memory:" else await _connect(target)
+            writer = await Connection.open(target)
+            reader = writer if target == ":memory:" else await Connection.open(target)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the SQLite database {target!r}: {exc}") from exc
         dialect = SQLiteDialect(writer, reader)
@@ -209,12 +251,3 @@ class SQLiteStore(SQLStore):
             await dialect.aclose()
             raise
         return cls(dialect)
-
-
-async def _connect(path: str) -> aiosqlite.Connection:
-    db = await aiosqlite.connect(path, isolation_level=None)
-    await db.execute("PRAGMA journal_mode = WAL")
-    await db.execute("PRAGMA synchronous = NORMAL")
-    await db.execute("PRAGMA foreign_keys = ON")
-    await db.execute("PRAGMA busy_timeout = 10000")
-    return db

@@ -19,7 +19,7 @@ The rules it keeps (R3, R4, R6):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import ContextOverflowError
@@ -100,46 +100,75 @@ def select_window(
         min_seq: units that start before this seq are out of reach (SUMMARY_BUFFER's
             `recent_turns`, the switched-off memory's last 20 turns); the current exchange
             is taken whole all the same.
+
+    Walks the tail newest first, unit by unit, and stops where the window is decided: a load
+    pays for the units it sends, not for the whole tail it read.
     """
-    units = group_units(tail)
-    current_at = _last_user_unit(units)
-    if current_at is None:
+    units = _newest_first(tail)
+    newer: list[_Span] = []  # the units after the current user turn, newest first
+    for unit in units:
+        if unit[3] and not unit[5]:
+            current = [unit, *reversed(newer)]
+            break
+        newer.append(unit)
+    else:
         return Selection(turns=[], tokens=0, needs_more=not at_thread_start)
 
-    current = [unit for unit in units[current_at:] if unit.complete]
-    tokens = reply_overhead + sum(unit.tokens for unit in current)
+    sendable = [unit for unit in current if unit[4]]
+    whole = len(sendable) == len(current)  # no unit left out between the first and the last
+    current = sendable
+    tokens = reply_overhead + sum(unit[2] for unit in current)
     if limit_tokens is not None and tokens > limit_tokens:
         raise ContextOverflowError(tokens, limit_tokens, "the newest user turn and its answers")
 
-    older: list[Unit] = []  # newest first
+    older: list[_Span] = []  # newest first
     needs_more = False
-    for unit in reversed(units[:current_at]):
-        if unit.start_seq < min_seq:
+    for unit in units:
+        start, _, unit_tokens, _, complete, cut = unit
+        if tail[start].unit_seq < min_seq:
             break
-        if unit.cut:
+        if cut:
             needs_more = True
             break
-        if not unit.complete:
+        if not complete:
+            whole = False
             continue
-        if limit_tokens is not None and tokens + unit.tokens > limit_tokens:
+        if limit_tokens is not None and tokens + unit_tokens > limit_tokens:
             break
         older.append(unit)
-        tokens += unit.tokens
+        tokens += unit_tokens
     else:
         needs_more = not at_thread_start and tail[0].seq > min_seq
 
-    while older and not older[-1].is_user:
-        tokens -= older.pop().tokens
-    chosen = [*reversed(older), *current]
-    return Selection(
-        turns=[turn for unit in chosen for turn in unit.turns],
-        tokens=tokens,
-        needs_more=needs_more,
-    )
+    while older and not older[-1][3]:
+        tokens -= older.pop()[2]
+    if whole and (older or current):
+        chosen = list(tail[(older[-1] if older else current[0])[0] :])  # one slice
+    else:
+        chosen = [turn for unit in [*reversed(older), *current] for turn in tail[unit[0] : unit[1]]]
+    return Selection(turns=chosen, tokens=tokens, needs_more=needs_more)
 
 
-def _last_user_unit(units: Sequence[Unit]) -> int | None:
-    for index in range(len(units) - 1, -1, -1):
-        if units[index].is_user and not units[index].cut:
-            return index
-    return None
+_Span = tuple[int, int, int, bool, bool, bool]
+"""A unit as `select_window` walks it: (start, stop) in the tail, tokens, is_user, complete,
+cut; a plain tuple, since a load makes one per turn it sends."""
+
+
+def _newest_first(tail: Sequence[CountedTurn]) -> Iterator[_Span]:
+    """The tail's units, newest first, made only as far as they are asked for."""
+    stop = len(tail)
+    while stop > 0:
+        last = tail[stop - 1]
+        unit_seq, tokens, start = last.unit_seq, last.tokens, stop - 1
+        while start > 0 and tail[start - 1].unit_seq == unit_seq:
+            start -= 1
+            tokens += tail[start].tokens
+        head: MessageIn = tail[start].message
+        calls = head.get("tool_calls") or ()
+        if calls and stop - start > 1:
+            answered = sum(1 for k in range(start, stop) if tail[k].message["role"] == "tool")
+            complete = answered >= len(calls)
+        else:
+            complete = not calls
+        yield start, stop, tokens, head["role"] == "user", complete, tail[start].seq != unit_seq
+        stop = start
