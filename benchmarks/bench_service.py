@@ -1,37 +1,45 @@
-"""The service under load: `POST /v1/chat/completions` with memory, against the same client
-calling the upstream directly, at 1, 16 and 64 concurrent clients, on SQLite and PostgreSQL.
+"""The service under load: `POST /v1/chat/completions` with memory, beside LiteLLM's proxy and
+the upstream called directly, at 1, 8 and 32 concurrent clients, streaming and not, on SQLite
+and PostgreSQL; the server's CPU per request from its processes' CPU time.
 
-    .venv/bin/python benchmarks/bench_service.py [--clients 1,16,64] [--seconds 8]
-    scripts/with-postgres .venv/bin/python benchmarks/bench_service.py    # PostgreSQL too
+    .venv/bin/python benchmarks/bench_service.py [--clients 1,8,32] [--seconds 3] [--repeat 3]
+    .venv/bin/python benchmarks/bench_service.py --litellm       # LiteLLM's proxy beside ours
+    scripts/with-postgres .venv/bin/python benchmarks/bench_service.py --litellm --workers 2
 
-Three processes share the machine, so the load generator and the server never share an event
-loop or a GIL:
+The processes, so that the load generator and the servers never share an event loop or a GIL:
 
 - this one, the load generator: N concurrent clients on one event loop, each an
-  `httpx.AsyncClient` with one keep-alive connection and a thread of its own (``X-Thread-Id``)
-  that grows as a conversation does; the messages are LoCoMo user turns (see `_data`);
-- the instant upstream (this script with ``--serve-upstream``): a raw asyncio HTTP/1.1
-  keep-alive server that answers "OK." at once, and answers a helper call (a request with
-  ``response_format``) with a summary of realistic size built from the turns it is given;
-- the service (this script with ``--serve-service``): uvicorn, one worker, serving
-  ``create_app(ServiceSettings(...))`` as ``workingmem serve`` builds it (the defaults:
-  SUMMARY_BUFFER, gpt-4o-mini answering and helping, both through the same instant upstream),
-  without the access log.
+  `httpx.AsyncClient` with one keep-alive connection; the messages are LoCoMo user turns (see
+  `_data`);
+- the instant upstream (`_instant_upstream`, this script with ``--serve-upstream``): a raw
+  asyncio HTTP/1.1 keep-alive server that answers "OK." at once (as server-sent events when
+  asked to stream);
+- our service (this script with ``--serve-service``): uvicorn serving
+  ``create_app(ServiceSettings(...))`` as `workingmem serve` builds it (the defaults:
+  SUMMARY_BUFFER, gpt-4o-mini at a 128,000-token window, answering and helping through the same
+  instant upstream; a profile ``window``, the same under SLIDING_WINDOW), without the access
+  log, one worker or ``--workers N`` (the factory path of `workingmem serve --workers N`);
+- with ``--litellm``, LiteLLM's proxy (`_litellm`: a virtual environment of its own under
+  ``~/.cache/workingmem/bench-litellm``, made on first use: ``pip install 'litellm[proxy]'``),
+  one worker, no memory, one model route to the same instant upstream.
 
-`ScriptedUpstream` is not used: it speaks HTTP/1.0 (a new connection per request) and starts
-a thread per connection, so at 16 clients and more it, not the service, would set the pace.
+The points, for each store, each of streaming off and on, each client count:
 
-For each store and each client count, two points, back to back: "direct" (the client posts
-the same body straight to the upstream) and "memory" (the client posts it to the service,
-which stores the turn, reads the memory, asks the upstream, stores the answer and submits the
-background update). Each point: a warm-up, the background queue drained, then the timed run
-(requests per second, p50 and p99 latency as the client sees it), then the queue drained
-again (timed): the background work that the answers caused is counted in the point's
-helper calls and CPU. Threads are pre-seeded, untimed, with LoCoMo turns and a summary through
-their 4th-newest turn (the steady state of a SUMMARY_BUFFER thread).
+- **fresh**: every request opens a new thread (a new ``X-Thread-Id``): the gateway's fixed cost
+  (store the turn, read the memory, ask the upstream, store the answer, queue the background
+  check), the product's default profile. LiteLLM and the direct path get the same bodies.
+- **window**: SLIDING_WINDOW (profile ``window``) over a thread of 1,800 LoCoMo messages (at
+  one client by default, ``--window-clients``): the window at the product's default budget for
+  gpt-4o-mini, a 128,000-token context (half of it for the history). Each request adds a turn, so
+  the window slides and stays at its budget. The upstream counts the messages it receives.
 
-It prints the figures and the ratios memory / direct; it never asserts. Progress goes to
-stderr, the report to stdout.
+Each point: a warm-up, the background queue drained, the timed run (requests per second, p50 and
+p99 latency as the client sees it, each process's user+system CPU time from /proc over the run
+and the drain after it), then the queue drained again. The whole sequence runs ``--repeat``
+times, interleaved; the report gives the median over the repeats and their spread (min-max).
+
+It prints the ratios and the targets first (PASS/MISS), then the figures; it never asserts.
+Progress goes to stderr, the report to stdout.
 """
 
 from __future__ import annotations
@@ -39,24 +47,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.util
+import inspect
 import itertools
 import json
 import os
 import platform
 import re
-import signal
 import socket
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 import uuid
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,15 +73,10 @@ import httpx
 import workingmem as wm
 from _cli import POSTGRES_ENV, add_store_options, positive_ints
 from _data import load_conversations, thread_messages
-from bench_gateway import (
-    build_thread,
-    catch_up_summary,
-    load_average,
-    ms,
-    print_table,
-    progress,
-    scripted_summary,
-)
+from _instant_upstream import ANSWER, serve_upstream
+from _litellm import DEFAULT_VENV, ensure_litellm, litellm_version, proxy_command
+from _processes import cpu_seconds, free_port, server_process, stack_of, tree_cpu_seconds
+from bench_gateway import build_thread, load_average, ms, print_table, progress
 from workingmem.gateway_config import GatewayConfig
 from workingmem.service import LOCAL_TENANT
 from workingmem.stores.keys import ApiKeyStore
@@ -83,183 +84,110 @@ from workingmem.stores.keys import ApiKeyStore
 Message = dict[str, Any]
 Conversations = list[list[Message]]
 
-DEFAULT_CLIENTS = (1, 16, 64)
-DEFAULT_SECONDS = 8.0
-WARMUP_SECONDS = 1.5
-SEED_TURNS = 200
+DEFAULT_CLIENTS = (1, 8, 32)
+DEFAULT_SECONDS = 3.0
+DEFAULT_REPEAT = 3
+WARMUP_SECONDS = 1.0
+WINDOW_TURNS = 1_800
+WINDOW_PROFILE = "window"
 DRAIN_TIMEOUT = 120.0
+READY_TIMEOUT = 60.0
 DATABASE_ENV = "WORKINGMEM_DATABASE_URL"
-ANSWER = "OK."
 SERVICE_DEFAULTS = GatewayConfig()
 MODEL_ID = SERVICE_DEFAULTS.default_model
 """The model the clients name: the service's default (its helper calls use the same one)."""
+TARGET_RPS_RATIO = 10.0
+TARGET_FRESH_MS = 2.0
+TARGET_PER_MESSAGE_US = 10.0
+TARGET_WINDOW_MS = 20.0
 _METRIC = re.compile(r'^workingmem_memory_updates_total\{outcome="(\w+)"\} (\d+)$', re.MULTILINE)
 _QUEUE = re.compile(r"^workingmem_background_queue_depth (\d+)$", re.MULTILINE)
 
 
-# -- the instant upstream (its own process) ----------------------------------------------------
-
-
-def completion_json(text: str, prompt_tokens: int, completion_tokens: int) -> bytes:
-    """An OpenAI chat-completion body (not streamed) answering `text`."""
-    body = {
-        "id": "chatcmpl-instant",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": MODEL_ID,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
-    return json.dumps(body).encode()
-
-
-def http_response(status: int, body: bytes) -> bytes:
-    """A whole HTTP/1.1 response with a JSON body, written in one send (keep-alive)."""
-    reason = {200: "OK", 404: "Not Found"}.get(status, "Error")
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-def content_length(head: bytes) -> int:
-    for line in head.split(b"\r\n"):
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return int(value)
-    return 0
-
-
-class InstantUpstream:
-    """An OpenAI-compatible chat-completion server that answers at once, over HTTP/1.1 with
-    keep-alive, on one asyncio loop. ``GET /stats`` gives the answers and helper calls so far.
-    """
-
-    def __init__(self) -> None:
-        self.answers = 0
-        self.helpers = 0
-        self._answer = http_response(200, completion_json(ANSWER, 1_000, 2))
-
-    async def serve(self) -> None:
-        server = await asyncio.start_server(self._connection, "127.0.0.1", 0, backlog=1024)
-        print(server.sockets[0].getsockname()[1], flush=True)
-        async with server:
-            await server.serve_forever()
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = content_length(head)
-                body = await reader.readexactly(length) if length else b""
-                writer.write(self._respond(head, body))
-                await writer.drain()
-                if b"connection: close" in head.lower():
-                    return
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            return
-        finally:
-            writer.close()
-
-    def _respond(self, head: bytes, body: bytes) -> bytes:
-        line = head.split(b"\r\n", 1)[0]
-        if line.startswith(b"POST ") and b"/chat/completions" in line:
-            if b'"response_format"' not in body:
-                self.answers += 1
-                return self._answer
-            self.helpers += 1
-            prompt = json.loads(body)["messages"][-1]["content"]
-            text = json.dumps(scripted_summary(prompt))
-            return http_response(200, completion_json(text, len(prompt) // 4, len(text) // 4))
-        if line.startswith(b"GET ") and b"/stats" in line:
-            stats = {"answers": self.answers, "helpers": self.helpers}
-            return http_response(200, json.dumps(stats).encode())
-        return http_response(404, b'{"error": {"message": "no such route", "type": "not_found"}}')
-
-
-def serve_upstream() -> None:
-    """The instant upstream until SIGTERM (or SIGINT); it prints its port first."""
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(InstantUpstream().serve())
-
-
-def serve_service(upstream_url: str) -> None:
-    """The service as `workingmem serve` runs it (one uvicorn worker), on a free port that it
-    prints; the database from ``WORKINGMEM_DATABASE_URL`` (not on the command line, where `ps`
-    would show a password). SIGTERM stops it; the lifespan drains the background queue."""
+def serve_service(upstream_url: str, workers: int) -> None:
+    """Our service as `workingmem serve` runs it, on a free port that it prints; the database
+    from ``WORKINGMEM_DATABASE_URL`` (not on the command line, where `ps` would show a
+    password). One worker: the app built here; more: uvicorn's supervisor and the factory
+    (`create_app()` reading the settings from the environment). SIGTERM stops it; each
+    lifespan drains its background queue."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     from workingmem.service import ServiceSettings, create_app
+    from workingmem.service.app import APP_FACTORY
+    from workingmem.service.settings import SETTINGS_ENV
 
+    window = wm.Profile(id=WINDOW_PROFILE, working_memory=wm.Strategy.SLIDING_WINDOW)
     settings = ServiceSettings(
         database_url=os.environ[DATABASE_ENV],
         upstream_base_url=upstream_url,
         upstream_api_key="bench",
+        profiles=(window,),
     )
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets accepted from a socket of
     # that proto; without it every keep-alive request waits ~40 ms (Nagle + delayed ACK).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     print(sock.getsockname()[1], flush=True)
-    config = uvicorn.Config(
-        create_app(settings), log_level="warning", access_log=False, lifespan="on"
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+    quiet: dict[str, Any] = {"log_level": "warning", "access_log": False, "lifespan": "on"}
+    if workers == 1:
+        uvicorn.Server(uvicorn.Config(create_app(settings), **quiet)).run(sockets=[sock])
+        return
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    os.environ["OPENAI_API_KEY"] = "bench"  # the settings carry no key: the workers read it
+    config = uvicorn.Config(APP_FACTORY, factory=True, workers=workers, **quiet)
+    # uvicorn.run's own path for workers > 1, with our socket (uvicorn 0.36 dropped `target`).
+    run: dict[str, Any] = {}
+    if "target" in inspect.signature(Multiprocess).parameters:
+        run["target"] = uvicorn.Server(config).run
+    Multiprocess(config, sockets=[sock], **run).run()
 
 
-@contextlib.contextmanager
-def child(name: str, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[int, int]]:
-    """This script in another process, in one of its server modes: (pid, port)."""
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        if not line.isdigit():
-            raise RuntimeError(f"the {name} did not start (exit status {proc.poll()})")
-        yield proc.pid, int(line)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+# -- processes ---------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; NaN elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def this_script(*args: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), *args]
+
+
+@dataclass
+class Processes:
+    upstream_pid: int
+    upstream_url: str
+    servers: dict[str, int] = field(default_factory=dict)
+    """The servers being measured, by path: ``memory`` (ours), ``litellm``."""
+    workers: int = 1
+
+    def cpu(self) -> dict[str, float]:
+        found = {"client": cpu_seconds(os.getpid()), "upstream": cpu_seconds(self.upstream_pid)}
+        found.update({name: tree_cpu_seconds(pid) for name, pid in self.servers.items()})
+        return found
 
 
 # -- measuring ---------------------------------------------------------------------------------
 
 
-@dataclass
-class Point:
-    """One timed run: a path (direct or memory) at a number of clients."""
+@dataclass(frozen=True)
+class Route:
+    """Where a path's requests go and what they carry."""
 
     path: str
+    """``direct`` (the upstream), ``memory`` (our service) or ``litellm``."""
+    url: str
+    headers: dict[str, str]
+    server: str
+    """The process whose CPU is the server's: ``upstream``, ``memory`` or ``litellm``."""
+
+
+@dataclass
+class Point:
+    """One timed run of a path at a number of clients."""
+
+    path: str
+    kind: str
+    """``fresh`` (a new thread per request) or ``window`` (SLIDING_WINDOW over 1,800)."""
+    stream: bool
     clients: int
     latencies: list[int] = field(default_factory=list)
     """Nanoseconds per successful request, as the client saw it."""
@@ -270,12 +198,18 @@ class Point:
     """CPU seconds per process over the run and the drain after it."""
     answers: int = 0
     """Answer calls the upstream received during the run."""
+    messages: int = 0
+    """Messages those answer calls carried (the system prompt included)."""
     helpers: int = 0
     """Helper calls the upstream received during the run and the drain."""
     backlog: int = 0
     """Background jobs waiting or running when the run ended."""
     drain_s: float = 0.0
     outcomes: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def key(self) -> tuple[str, str, bool, int]:
+        return (self.path, self.kind, self.stream, self.clients)
 
     @property
     def rps(self) -> float:
@@ -287,19 +221,15 @@ class Point:
             return (self.latencies or [0])[0] / 1e6
         return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1] / 1e6
 
+    def cpu_ms(self, process: str) -> float:
+        """CPU ms of `process` per successful request (NaN when not measured)."""
+        value = self.cpu.get(process, float("nan"))
+        return value * 1000 / len(self.latencies) if self.latencies else float("nan")
 
-@dataclass
-class Processes:
-    upstream_pid: int
-    upstream_url: str
-    service_pid: int | None = None
-    service_url: str = ""
-
-    def cpu(self) -> dict[str, float]:
-        found = {"client": cpu_seconds(os.getpid()), "upstream": cpu_seconds(self.upstream_pid)}
-        if self.service_pid is not None:
-            found["service"] = cpu_seconds(self.service_pid)
-        return found
+    @property
+    def window(self) -> float:
+        """Messages per answer call, the system prompt not counted."""
+        return self.messages / self.answers - 1 if self.answers else float("nan")
 
 
 @dataclass
@@ -309,6 +239,8 @@ class StoreRun:
     note: str = ""
     seed_s: float = 0.0
     auth: str = ""
+    stacks: dict[str, str] = field(default_factory=dict)
+    """The loop and parser of each server, as loaded."""
 
 
 async def drive(
@@ -319,15 +251,21 @@ async def drive(
     seconds: float,
     headers: dict[str, str],
     point: Point | None,
+    fresh: bool,
 ) -> None:
-    """Each thread's client posts one message after another until `seconds` have passed."""
+    """Each client posts one message after another until `seconds` have passed: on its own
+    thread, or (`fresh`) on a new thread each time."""
     deadline = time.perf_counter() + seconds
     answer = json.dumps(ANSWER).encode()
 
     async def one_client(client: httpx.AsyncClient, thread_id: str) -> None:
         sent = {**headers, "Content-Type": "application/json", "X-Thread-Id": thread_id}
-        while time.perf_counter() < deadline:
+        for count in itertools.count():
+            if time.perf_counter() >= deadline:
+                return
             body = next(bodies)
+            if fresh:
+                sent["X-Thread-Id"] = f"{thread_id}-{uuid.uuid4().hex[:8]}-{count}"
             t0 = time.perf_counter_ns()
             try:
                 response = await client.post(url, content=body, headers=sent)
@@ -351,41 +289,48 @@ async def drive(
 
 
 async def service_state(http: httpx.AsyncClient, service_url: str) -> tuple[int, Counter[str]]:
-    """The service's background queue depth and its update outcomes so far (/metrics)."""
-    text = (await http.get(f"{service_url}/metrics")).text
-    depth = _QUEUE.search(text)
-    outcomes = Counter({name: int(count) for name, count in _METRIC.findall(text)})
+    """One worker's background queue depth and update outcomes so far (its /metrics), on a
+    connection of its own (so that, with several workers, any of them may answer)."""
+    response = await http.get(f"{service_url}/metrics", headers={"Connection": "close"})
+    depth = _QUEUE.search(response.text)
+    outcomes = Counter({name: int(count) for name, count in _METRIC.findall(response.text)})
     return int(depth.group(1)) if depth else 0, outcomes
 
 
-async def drain(http: httpx.AsyncClient, service_url: str) -> float:
-    """Waits for the background queue to empty; the seconds it took."""
+async def drain(http: httpx.AsyncClient, service_url: str, workers: int) -> float:
+    """Waits for the background queue to empty; the seconds it took. With several workers
+    (each its own queue and /metrics) it takes 4 x workers empty readings in a row, each
+    from whichever worker accepted a new connection."""
     start = time.perf_counter()
-    while (await service_state(http, service_url))[0] > 0:
+    needed = 1 if workers == 1 else 4 * workers
+    empty = 0
+    while empty < needed:
         if time.perf_counter() - start > DRAIN_TIMEOUT:
             raise RuntimeError(f"the background queue did not drain in {DRAIN_TIMEOUT:.0f} s")
-        await asyncio.sleep(0.02)
+        depth = (await service_state(http, service_url))[0]
+        empty = empty + 1 if depth == 0 else 0
+        if depth:
+            await asyncio.sleep(0.02)
     return time.perf_counter() - start
 
 
-async def upstream_stats(http: httpx.AsyncClient, procs: Processes) -> tuple[int, int]:
-    """The answers and helper calls the instant upstream has received so far."""
-    stats = (await http.get(f"{procs.upstream_url}/stats")).json()
-    return stats["answers"], stats["helpers"]
+async def upstream_stats(http: httpx.AsyncClient, procs: Processes) -> dict[str, int]:
+    """The answers (and their messages) and helper calls the instant upstream has received."""
+    stats: dict[str, int] = (await http.get(f"{procs.upstream_url}/stats")).json()
+    return stats
 
 
 async def measure_point(
     procs: Processes,
-    path: str,
+    route: Route,
+    point: Point,
     threads: Sequence[str],
     bodies: Iterator[bytes],
     seconds: float,
-    headers: dict[str, str],
 ) -> Point:
-    point = Point(path, len(threads))
-    memory = path == "memory"
-    base = f"{procs.service_url}/v1" if memory else procs.upstream_url
-    url = f"{base}/chat/completions"
+    memory = route.path == "memory"
+    service_url = route.url.removesuffix("/v1/chat/completions")
+    fresh = point.kind == "fresh"
     # A client of its own per thread: one httpx pool of N connections costs O(N) per request
     # (it checks every idle connection), which at 64 made the load generator the bottleneck.
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
@@ -395,27 +340,30 @@ async def measure_point(
             for _ in threads
         ]
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
-        await drive(clients, url, threads, bodies, WARMUP_SECONDS, headers, None)
+        args = (clients, route.url, threads, bodies)
+        await drive(*args, WARMUP_SECONDS, route.headers, None, fresh)
         if memory:
-            await drain(http, procs.service_url)
-            outcomes_before = (await service_state(http, procs.service_url))[1]
-        answers_before, helpers_before = await upstream_stats(http, procs)
+            await drain(http, service_url, procs.workers)
+            outcomes_before = (await service_state(http, service_url))[1]
+        before = await upstream_stats(http, procs)
         cpu_before = procs.cpu()
-        await drive(clients, url, threads, bodies, seconds, headers, point)
-        answers_after, _ = await upstream_stats(http, procs)
+        await drive(*args, seconds, route.headers, point, fresh)
+        after = await upstream_stats(http, procs)
         if memory:
-            point.backlog = (await service_state(http, procs.service_url))[0]
-            point.drain_s = await drain(http, procs.service_url)
-            point.outcomes = (await service_state(http, procs.service_url))[1] - outcomes_before
+            point.backlog = (await service_state(http, service_url))[0]
+            point.drain_s = await drain(http, service_url, procs.workers)
+            if procs.workers == 1:  # several workers: each counts its own
+                point.outcomes = (await service_state(http, service_url))[1] - outcomes_before
         cpu_after = procs.cpu()
-        _, helpers_after = await upstream_stats(http, procs)
+        helpers_after = (await upstream_stats(http, procs))["helpers"]
     point.cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
-    point.answers = answers_after - answers_before
-    point.helpers = helpers_after - helpers_before
+    point.answers = after["answers"] - before["answers"]
+    point.messages = after["messages"] - before["messages"]
+    point.helpers = helpers_after - before["helpers"]
     return point
 
 
-def request_bodies(conversations: Conversations, skip: str) -> Iterator[bytes]:
+def request_bodies(conversations: Conversations, skip: str, stream: bool) -> Iterator[bytes]:
     """The clients' requests: LoCoMo user turns, cycled, one new message each."""
     texts = [
         m["content"]
@@ -423,8 +371,11 @@ def request_bodies(conversations: Conversations, skip: str) -> Iterator[bytes]:
         for m in messages
         if m["role"] == "user" and m["content"] != skip
     ]
+    extra = {"stream": True} if stream else {}
     bodies = [
-        json.dumps({"model": MODEL_ID, "messages": [{"role": "user", "content": t}]}).encode()
+        json.dumps(
+            {"model": MODEL_ID, "messages": [{"role": "user", "content": t}], **extra}
+        ).encode()
         for t in texts
     ]
     return itertools.cycle(bodies)
@@ -433,7 +384,7 @@ def request_bodies(conversations: Conversations, skip: str) -> Iterator[bytes]:
 async def seed(
     database_url: str, run_id: str, threads: Sequence[str], messages: list[Message]
 ) -> tuple[str, dict[str, str], str]:
-    """Builds the threads (untimed): LoCoMo turns, then a summary through the 4th-newest turn.
+    """Builds the window threads (untimed) of LoCoMo turns.
 
     A database without API keys is served as the local tenant (as `workingmem serve` serves
     it); one that has keys gets a key of the run's own tenant (revoked by `cleanup`).
@@ -451,11 +402,10 @@ async def seed(
             key_id = created.key.key_id
         for thread_id in threads:
             await build_thread(store, tenant, thread_id, messages, model)
-            await catch_up_summary(store, tenant, thread_id)
     return tenant, headers, key_id
 
 
-async def cleanup(url: str, tenant: str, threads: Sequence[str], key_id: str) -> None:
+async def cleanup(url: str, tenant: str, prefix: str, key_id: str) -> None:
     """Removes the run's threads (their turns and states cascade) and revokes its key from a
     PostgreSQL database that outlives the run; best effort."""
     import psycopg
@@ -463,8 +413,8 @@ async def cleanup(url: str, tenant: str, threads: Sequence[str], key_id: str) ->
     try:
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             await conn.execute(
-                "DELETE FROM threads WHERE tenant_id = %s AND thread_id = ANY(%s)",
-                (tenant, list(threads)),
+                "DELETE FROM threads WHERE tenant_id = %s AND thread_id LIKE %s",
+                (tenant, f"{prefix}%"),
             )
         if key_id:
             async with await wm.open_store(url) as store:
@@ -475,14 +425,27 @@ async def cleanup(url: str, tenant: str, threads: Sequence[str], key_id: str) ->
 
 
 async def wait_ready(url: str) -> None:
-    """Polls ``/healthz`` until the service answers (its lifespan opened the store)."""
+    """Polls `url` until it answers 200 (a service's lifespan has opened its store)."""
+    deadline = time.perf_counter() + READY_TIMEOUT
     async with httpx.AsyncClient(timeout=2.0) as http:
-        for _ in range(600):
+        while time.perf_counter() < deadline:
             with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(f"{url}/healthz")).status_code == 200:
+                if (await http.get(url)).status_code == 200:
                     return
             await asyncio.sleep(0.05)
-    raise RuntimeError("the service did not become ready in 30 s")
+    raise RuntimeError(f"{url} did not answer in {READY_TIMEOUT:.0f} s")
+
+
+@dataclass
+class Plan:
+    """What one store's run measures, from the command line."""
+
+    clients: list[int]
+    window_clients: list[int]
+    streams: list[bool]
+    seconds: float
+    repeat: int
+    litellm: Route | None = None
 
 
 async def measure_store(
@@ -490,45 +453,109 @@ async def measure_store(
     database_url: str,
     procs: Processes,
     conversations: Conversations,
-    clients: list[int],
-    seconds: float,
+    plan: Plan,
 ) -> None:
-    """Seeds the threads, starts the service on the database, runs every point."""
+    """Seeds the window threads, starts the service on the database, runs every point."""
     run_id = uuid.uuid4().hex[:8]
-    groups = {n: [f"bench-{run_id}-{n}c-{i}" for i in range(n)] for n in clients}
-    every = [thread_id for group in groups.values() for thread_id in group]
-    messages = thread_messages(conversations, SEED_TURNS)
-    progress(f"{run.name}: seeding {len(every)} threads x {SEED_TURNS} turns")
+    prefix = f"bench-{run_id}-"
+    # A thread of its own per window point: each starts at 1,800 messages (each request adds 2).
+    windows = {
+        (repeat, stream, n): [f"{prefix}window-{repeat}-{stream:d}-{n}c-{i}" for i in range(n)]
+        for repeat, stream, n in itertools.product(
+            range(plan.repeat), plan.streams, plan.window_clients
+        )
+    }
+    messages = thread_messages(conversations, WINDOW_TURNS)
+    every = [thread_id for group in windows.values() for thread_id in group]
+    progress(f"{run.name}: seeding {len(every)} threads x {WINDOW_TURNS:,} turns")
     start = time.perf_counter()
     tenant, headers, key_id = await seed(database_url, run_id, every, messages)
     run.seed_s = time.perf_counter() - start
     run.auth = "an API key per request" if headers else "none (the local tenant, loopback)"
-    bodies = request_bodies(conversations, skip=messages[-1]["content"])
+    bodies = {
+        stream: request_bodies(conversations, messages[-1]["content"], stream)
+        for stream in plan.streams
+    }
+    command = this_script("--serve-service", procs.upstream_url, "--workers", str(procs.workers))
     try:
-        service = child(
-            "service", "--serve-service", procs.upstream_url, env={DATABASE_ENV: database_url}
-        )
-        with service as (pid, port):
-            procs.service_pid, procs.service_url = pid, f"http://127.0.0.1:{port}"
-            await wait_ready(procs.service_url)
-            for n in clients:
-                for path in ("direct", "memory"):
-                    progress(f"{run.name}: {path}, {n} clients, {seconds:g} s")
-                    point = await measure_point(procs, path, groups[n], bodies, seconds, headers)
+        with server_process("service", command, {DATABASE_ENV: database_url}) as (pid, port):
+            url = f"http://127.0.0.1:{port}"
+            await wait_ready(f"{url}/healthz")
+            procs.servers["memory"] = pid
+            run.stacks["memory"] = stack_of(pid)
+            if plan.litellm is not None:
+                run.stacks["litellm"] = stack_of(procs.servers["litellm"])
+            ours = Route("memory", f"{url}/v1/chat/completions", headers, "memory")
+            direct = Route("direct", f"{procs.upstream_url}/chat/completions", {}, "upstream")
+            window = Route("memory", ours.url, {**headers, "X-Profile": WINDOW_PROFILE}, "memory")
+            routes = [direct, ours, *([plan.litellm] if plan.litellm else [])]
+            for repeat, stream in itertools.product(range(plan.repeat), plan.streams):
+                mode = "streaming" if stream else "not streaming"
+                for n, route in itertools.product(plan.clients, routes):
+                    progress(f"{run.name} #{repeat + 1}: {route.path}, fresh, {mode}, {n} clients")
+                    threads = [f"{prefix}fresh-{n}c-{i}" for i in range(n)]
+                    point = Point(route.path, "fresh", stream, n)
+                    await measure_point(procs, route, point, threads, bodies[stream], plan.seconds)
                     run.points.append(point)
-            procs.service_pid = None
+                for n in plan.window_clients:
+                    progress(f"{run.name} #{repeat + 1}: memory, window, {mode}, {n} clients")
+                    point = Point("memory", "window", stream, n)
+                    await measure_point(
+                        procs,
+                        window,
+                        point,
+                        windows[repeat, stream, n],
+                        bodies[stream],
+                        plan.seconds,
+                    )
+                    run.points.append(point)
+            del procs.servers["memory"]
     finally:
         if database_url.startswith(("postgresql://", "postgres://")):
-            await cleanup(database_url, tenant, every, key_id)
+            await cleanup(database_url, tenant, prefix, key_id)
+
+
+@contextlib.asynccontextmanager
+async def litellm_route(
+    args: argparse.Namespace, procs: Processes, folder: Path
+) -> AsyncIterator[Route | None]:
+    """LiteLLM's proxy on the instant upstream, when asked (``--litellm``): its route."""
+    if not args.litellm:
+        yield None
+        return
+    executable = ensure_litellm(args.litellm_venv, progress)
+    port = free_port()
+    command, env, key = proxy_command(executable, procs.upstream_url, MODEL_ID, port, folder)
+    progress(f"LiteLLM {litellm_version(executable)}: starting its proxy")
+    with server_process("LiteLLM proxy", command, env, port=port) as (pid, _):
+        url = f"http://127.0.0.1:{port}"
+        await wait_ready(f"{url}/health/liveliness")
+        procs.servers["litellm"] = pid
+        yield Route(
+            "litellm", f"{url}/v1/chat/completions", {"Authorization": f"Bearer {key}"}, "litellm"
+        )
+        del procs.servers["litellm"]
 
 
 async def run_all(args: argparse.Namespace, conversations: Conversations) -> list[StoreRun]:
     runs = [StoreRun("SQLite"), StoreRun("PostgreSQL")]
-    with child("upstream", "--serve-upstream") as (pid, port):
-        procs = Processes(upstream_pid=pid, upstream_url=f"http://127.0.0.1:{port}/v1")
-        with tempfile.TemporaryDirectory(prefix="workingmem-bench-") as folder:
+    plan = Plan(
+        clients=args.clients,
+        window_clients=args.window_clients,
+        streams=[False, True] if args.stream == "both" else [args.stream == "on"],
+        seconds=args.seconds,
+        repeat=args.repeat,
+    )
+    with (
+        server_process("upstream", this_script("--serve-upstream"), {}) as (pid, port),
+        tempfile.TemporaryDirectory(prefix="workingmem-bench-") as folder,
+    ):
+        procs = Processes(pid, f"http://127.0.0.1:{port}/v1", workers=args.workers)
+        async with litellm_route(args, procs, Path(folder)) as litellm:
+            plan.litellm = litellm  # measured beside the SQLite run (it keeps no memory)
             url = str(Path(folder) / "service.db")
-            await measure_store(runs[0], url, procs, conversations, args.clients, args.seconds)
+            await measure_store(runs[0], url, procs, conversations, plan)
+        plan.litellm = None
         if not args.postgres:
             runs[1].note = (
                 f"not measured: no database URL ({POSTGRES_ENV} is unset and no --postgres "
@@ -536,9 +563,7 @@ async def run_all(args: argparse.Namespace, conversations: Conversations) -> lis
             )
             return runs
         try:
-            await measure_store(
-                runs[1], args.postgres, procs, conversations, args.clients, args.seconds
-            )
+            await measure_store(runs[1], args.postgres, procs, conversations, plan)
         except (ImportError, wm.WorkingMemoryError, OSError) as exc:
             runs[1].note = f"not measured: {exc}"
     return runs
@@ -547,171 +572,253 @@ async def run_all(args: argparse.Namespace, conversations: Conversations) -> lis
 # -- the report --------------------------------------------------------------------------------
 
 
-def cpu_ms(point: Point, process: str) -> str:
-    value = point.cpu.get(process)
-    if value is None or value != value or not point.latencies:
+Key = tuple[str, str, bool, int]
+
+
+def grouped(points: Sequence[Point]) -> dict[Key, list[Point]]:
+    """The repeats of each point, by (path, kind, stream, clients), in the order measured."""
+    found: defaultdict[Key, list[Point]] = defaultdict(list)
+    for point in points:
+        found[point.key].append(point)
+    return dict(found)
+
+
+def median_of(values: Sequence[float]) -> float:
+    real = [v for v in values if v == v]
+    return statistics.median(real) if real else float("nan")
+
+
+def spread(values: Sequence[float], digits: int) -> str:
+    """``median (min-max)``; just the value when there is one."""
+    real = [v for v in values if v == v]
+    if not real:
         return "-"
-    return f"{value * 1000 / len(point.latencies):.2f}"
+    middle = f"{statistics.median(real):,.{digits}f}"
+    if len(real) == 1:
+        return middle
+    return f"{middle} ({min(real):,.{digits}f}-{max(real):,.{digits}f})"
 
 
-def print_store(run: StoreRun, seconds: float) -> None:
+def verdict(value: float, target: float, at_most: bool) -> str:
+    if value != value:
+        return "-"
+    return "PASS" if (value <= target if at_most else value >= target) else "MISS"
+
+
+def mode_name(stream: bool) -> str:
+    return "stream" if stream else "json"
+
+
+def litellm_points(runs: Sequence[StoreRun]) -> dict[Key, list[Point]]:
+    return {k: v for run in runs for k, v in grouped(run.points).items() if k[0] == "litellm"}
+
+
+def print_targets(runs: Sequence[StoreRun], workers: int) -> None:
+    """The ratios against LiteLLM and the CPU targets, first."""
+    peers = litellm_points(runs)
+    rows = []
+    for run in runs:
+        for (path, kind, stream, n), points in grouped(run.points).items():
+            peer = peers.get(("litellm", kind, stream, n))
+            if path != "memory" or kind != "fresh" or not peer:
+                continue
+            ratios = [p.rps / q.rps for p, q in zip(points, peer, strict=False) if q.rps]
+            ratio = median_of(ratios)
+            rows.append(
+                [
+                    f"{n}",
+                    f"{run.name}, {mode_name(stream)}",
+                    spread([p.rps for p in points], 0),
+                    spread([q.rps for q in peer], 0),
+                    f"{spread(ratios, 1)}x",
+                    f">= {TARGET_RPS_RATIO:g}x",
+                    verdict(ratio, TARGET_RPS_RATIO, at_most=False) if workers == 1 else "n/a",
+                ]
+            )
+    if rows:
+        print_table(
+            f"Requests per second, ours ({workers} worker{'s' if workers > 1 else ''}) / "
+            "LiteLLM's proxy (1 worker), fresh threads (ratio per repeat, then its median)",
+            [
+                "clients",
+                "store, mode",
+                "ours req/s",
+                "LiteLLM req/s",
+                "ours / LiteLLM",
+                "target",
+                "",
+            ],
+            rows,
+        )
+    else:
+        print("\nours / LiteLLM: not measured (run with --litellm)")
+    rows = []
+    for run in runs:
+        groups = grouped(run.points)
+        for (path, kind, stream, n), points in groups.items():
+            if path != "memory":
+                continue
+            cpu = [p.cpu_ms("memory") for p in points]
+            peer = peers.get(("litellm", kind, stream, n)) or []
+            peer_cpu = spread([q.cpu_ms("litellm") for q in peer], 2) if peer else "-"
+            if kind == "fresh":
+                target, what = TARGET_FRESH_MS, "fresh thread"
+            else:
+                target, what = (
+                    TARGET_WINDOW_MS,
+                    f"window of {median_of([p.window for p in points]):,.0f} msgs",
+                )
+            rows.append(
+                [
+                    f"{n}",
+                    f"{run.name}, {mode_name(stream)}",
+                    what,
+                    spread(cpu, 2),
+                    peer_cpu,
+                    f"<= {target:g}",
+                    verdict(median_of(cpu), target, at_most=True),
+                ]
+            )
+            fresh = groups.get(("memory", "fresh", stream, n))
+            if kind == "window" and fresh:
+                per = [
+                    (p.cpu_ms("memory") - median_of([f.cpu_ms("memory") for f in fresh]))
+                    * 1000
+                    / p.window
+                    for p in points
+                ]
+                rows.append(
+                    [
+                        f"{n}",
+                        f"{run.name}, {mode_name(stream)}",
+                        "  on top, µs per message",
+                        spread(per, 1),
+                        "-",
+                        f"<= {TARGET_PER_MESSAGE_US:g}",
+                        verdict(median_of(per), TARGET_PER_MESSAGE_US, at_most=True),
+                    ]
+                )
+    print_table(
+        "Server CPU per request, ms (user+system CPU of the server's processes over the run "
+        "and its drain / requests answered)",
+        ["clients", "store, mode", "point", "ours", "LiteLLM", "target", ""],
+        rows,
+    )
+
+
+def print_store(run: StoreRun, seconds: float, workers: int) -> None:
     if not run.points:
         print(f"\n{run.name}: {run.note}")
         return
     rows = []
-    for point in run.points:
+    for (path, kind, stream, n), points in grouped(run.points).items():
+        server = {"memory": "memory", "litellm": "litellm"}.get(path, "upstream")
+        outcomes: Counter[str] = sum((p.outcomes for p in points), Counter())
         rows.append(
             [
-                str(point.clients),
-                point.path,
-                f"{len(point.latencies):,}",
-                f"{point.rps:,.0f}",
-                ms(point.quantile_ms(50)),
-                ms(point.quantile_ms(99)),
-                cpu_ms(point, "client"),
-                cpu_ms(point, "service") if point.path == "memory" else "-",
-                cpu_ms(point, "upstream"),
-                str(point.errors),
+                f"{n}",
+                f"{path}, {kind}, {mode_name(stream)}",
+                f"{sum(len(p.latencies) for p in points):,}",
+                spread([p.rps for p in points], 0),
+                ms(median_of([p.quantile_ms(50) for p in points])),
+                ms(median_of([p.quantile_ms(99) for p in points])),
+                spread([p.cpu_ms(server) for p in points], 2),
+                ms(median_of([p.cpu_ms("client") for p in points])),
+                ms(median_of([p.cpu_ms("upstream") for p in points])) if path != "direct" else "-",
+                f"{median_of([p.window for p in points]):,.0f}" if path == "memory" else "-",
+                f"{sum(p.helpers for p in points)}",
+                f"{max(p.backlog for p in points)}",
+                ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) or "-",
+                str(sum(p.errors for p in points)),
             ]
         )
+    stacks = "; ".join(f"{'ours' if k == 'memory' else k}: {v}" for k, v in run.stacks.items())
     print_table(
-        f"{run.name}: {seconds:g} s per point after a {WARMUP_SECONDS:g} s warm-up (threads "
-        f"seeded in {run.seed_s:.1f} s; auth: {run.auth})",
+        f"{run.name}: {seconds:g} s per point after a {WARMUP_SECONDS:g} s warm-up, "
+        f"{len(next(iter(grouped(run.points).values())))} repeats (window threads seeded in "
+        f"{run.seed_s:.1f} s; auth: {run.auth}; ours: {workers} worker(s); {stacks})",
         [
             "clients",
-            "path",
+            "path, thread, mode",
             "requests",
             "req/s",
             "p50 ms",
             "p99 ms",
-            "CPU ms/req: client",
-            "service",
+            "CPU ms/req: server",
+            "client",
             "upstream",
+            "window msgs",
+            "helper calls",
+            "queue at end",
+            "update outcomes",
             "errors",
         ],
         rows,
     )
-    errors = [p for p in run.points if p.errors]
-    for point in errors:
-        print(f"  errors at {point.clients} clients ({point.path}): {point.first_error}")
-    print_background(run)
+    for point in run.points:
+        if point.errors:
+            print(
+                f"  errors at {point.clients} clients ({point.path}, {point.kind}, "
+                f"{mode_name(point.stream)}): {point.first_error}"
+            )
     if run.note:
         print(f"  note: {run.note}")
 
 
-def print_ratios(runs: list[StoreRun]) -> None:
-    rows = []
-    for run in runs:
-        direct = {p.clients: p for p in run.points if p.path == "direct" and p.latencies}
-        for memory in run.points:
-            base = direct.get(memory.clients)
-            if memory.path != "memory" or base is None or not memory.latencies:
-                continue
-            rows.append(
-                [
-                    str(memory.clients),
-                    run.name,
-                    f"{memory.rps / base.rps:.3f}x",
-                    f"{memory.quantile_ms(50) / base.quantile_ms(50):.1f}x",
-                    f"{memory.quantile_ms(99) / base.quantile_ms(99):.1f}x",
-                    ms(memory.quantile_ms(50) - base.quantile_ms(50)),
-                ]
-            )
-    if rows:
-        headers = ["clients", "store", "req/s", "p50", "p99", "p50 added ms"]
-        print_table(
-            "Ratios memory / direct (same client count, measured back to back)", headers, rows
-        )
-
-
-def print_background(run: StoreRun) -> None:
-    rows = []
-    for point in run.points:
-        if point.path != "memory":
-            continue
-        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(point.outcomes.items())) or "-"
-        rows.append(
-            [
-                str(point.clients),
-                f"{point.answers:,}",
-                f"{point.helpers:,}",
-                f"{100 * point.helpers / max(point.answers, 1):.1f}",
-                str(point.backlog),
-                f"{point.drain_s:.2f}",
-                outcomes,
-            ]
-        )
-    headers = ["clients", "answers", "helper calls", "/100 answers", "queue at end", "drain s"]
-    print_table(
-        f"{run.name}: background updates (SUMMARY_BUFFER defaults: due every 6 turns, i.e. every "
-        "3rd answer of a thread)",
-        [*headers, "update outcomes (run + drain)"],
-        rows,
-    )
-
-
-def installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
-def print_header(data: Path, conversations: Conversations, url: str | None, load: str) -> None:
+def print_header(
+    args: argparse.Namespace, conversations: Conversations, load: str, litellm: str
+) -> None:
     import uvicorn
 
     flat = sum(len(messages) for messages in conversations)
     print(
-        f"workingmem {wm.__version__}: POST /v1/chat/completions through the service (memory) "
-        "and straight to the upstream (direct), same client, same bodies"
+        f"workingmem {wm.__version__}: POST /v1/chat/completions through our service (memory), "
+        "LiteLLM's proxy and straight to the upstream (direct), same client, same bodies"
     )
     print(
-        f"machine: {platform.platform()}, {os.cpu_count()} cores shared by three processes "
-        f"(load generator, service, upstream), Python {platform.python_version()}, "
+        f"machine: {platform.platform()}, {os.cpu_count()} cores shared by every process "
+        f"(load generator, servers, upstream), Python {platform.python_version()}, "
         f"SQLite {sqlite3.sqlite_version}"
     )
     print(f"load average (1 min): {load} before the run, {load_average()} after")
-    loop = "uvloop" if installed("uvloop") else "asyncio"
-    parser = "httptools" if installed("httptools") else "h11"
     print(
-        f"service: uvicorn {uvicorn.__version__}, 1 worker, {loop} loop, {parser} parser, no "
-        f"access log; the defaults of ServiceSettings/GatewayConfig ({MODEL_ID} answers and "
-        "helps, SUMMARY_BUFFER: recent 12 turns, update every 6)"
+        f"ours: uvicorn {uvicorn.__version__}, {args.workers} worker(s), no access log; the "
+        f"defaults of ServiceSettings/GatewayConfig ({MODEL_ID}: 128,000-token window, answers "
+        "and helps, SUMMARY_BUFFER) and the profile 'window' (the same, SLIDING_WINDOW)"
     )
+    print(f"LiteLLM: {litellm}")
     print(
         f"clients: httpx {httpx.__version__} AsyncClient each (one keep-alive connection), all on "
-        "one event loop, each on a thread of its own; a request is one new LoCoMo user turn"
+        "one event loop; a request is one new LoCoMo user turn"
     )
     print(
-        f"threads: {SEED_TURNS} LoCoMo turns each before the run (LoCoMo CC BY-NC 4.0, "
-        f"{data.name}, {len(conversations)} conversations, {flat:,} turns cycled), fresh "
-        "threads per client count"
+        f"threads: fresh (a new thread per request) and window ({WINDOW_TURNS:,} LoCoMo turns "
+        f"before the run; LoCoMo CC BY-NC 4.0, {args.data.name}, {len(conversations)} "
+        f"conversations, {flat:,} turns cycled)"
     )
-    if url:
-        where = urlsplit(url)  # no user or password in the report
+    if args.postgres:
+        where = urlsplit(args.postgres)  # no user or password in the report
         print(f"PostgreSQL: {where.hostname}:{where.port}{where.path}")
 
 
 NOTES = [
-    "direct: the client posts the very body it sends the service (one new user message) to "
-    "the instant upstream's /v1/chat/completions. memory: the same body, with X-Thread-Id, to "
-    "the service, which stores the turn, reads the thread's memory (summary, facts, the newest "
-    "12 turns), asks the upstream through the openai SDK, stores the answer and queues the "
-    "background update. Both go over loopback with keep-alive; the difference is the service "
-    "hop and the memory's work.",
-    "req/s: successful requests / the run's wall time (until the last request in flight "
-    "returned). p50, p99: per request as the client saw it, from send to the whole body. The "
-    "direct path is bound by the load generator (httpx takes ~0.6 ms of CPU a request, on one "
-    "event loop): beyond one client its req/s is the client's ceiling, and its latency is "
-    "mostly the clients queueing for their own event loop, not the upstream.",
-    "CPU ms/req: each process's user+system CPU (from /proc) over the run and the drain "
-    "after it, per successful request. The service's figure therefore includes the background "
-    "updates the answers caused. With 2 cores, a sum near 2 x (1000 / req/s) means the machine "
-    "was saturated: the clients and the upstream take cores from the service.",
-    "background: helper calls the upstream received during the run and the drain, per 100 "
-    "answers; 'queue at end' is the service's queue depth when the run ended (work deferred, "
-    "not done), 'drain s' how long it then took to empty. Every answer queues a job that "
-    "checks whether an update is due ('not_due'); 'busy' means another updater held the lease.",
-    "The instant upstream answers a helper call with a summary of about 1,500 characters and "
-    "10 facts (as benchmarks/bench_gateway.py does), so the notes in each request keep a "
-    "realistic size.",
+    "direct: the client posts the very body it sends the servers (one new user message) to "
+    "the instant upstream. memory: the same body, with X-Thread-Id, to our service, which "
+    "stores the turn, reads the thread's memory, asks the upstream through the openai SDK, "
+    "stores the answer and queues the background update. litellm: the same body to LiteLLM's "
+    "proxy (its master key; no database, no memory), which forwards it to the same upstream.",
+    "req/s: successful requests / the run's wall time. p50, p99: per request as the client "
+    "saw it, from send to the whole body. The direct path is bound by the load generator "
+    "(httpx's CPU a request, on one event loop).",
+    "CPU ms/req: each process's user+system CPU (from /proc; a server's worker processes "
+    "included) over the run and the drain after it, per successful request: the server's CPU "
+    "includes the background work the answers caused. With 2 cores, a sum near 2 x (1000 / "
+    "req/s) means the machine was saturated: the clients and the upstream take cores from the "
+    "server.",
+    "µs per message: (CPU per request at the window - CPU per request on a fresh thread, same "
+    "store and mode) / the window's messages, as the upstream received them.",
+    "Spread: median over the repeats (min-max). The ratio ours / LiteLLM is taken per repeat "
+    "(the two measured back to back), then its median.",
 ]
 
 
@@ -730,7 +837,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--clients",
         type=positive_ints,
         default=list(DEFAULT_CLIENTS),
-        help="concurrent clients, comma-separated (default: 1,16,64)",
+        help="concurrent clients of the fresh points, comma-separated (default: 1,8,32)",
+    )
+    parser.add_argument(
+        "--window-clients",
+        type=positive_ints,
+        default=[1],
+        help=f"clients of the {WINDOW_TURNS:,}-message window point (default: 1)",
     )
     parser.add_argument(
         "--seconds",
@@ -738,12 +851,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=DEFAULT_SECONDS,
         help=f"timed seconds per point (default: {DEFAULT_SECONDS:g})",
     )
+    parser.add_argument(
+        "--repeat", type=int, default=DEFAULT_REPEAT, help="runs of every point (default: 3)"
+    )
+    parser.add_argument(
+        "--stream", choices=["both", "off", "on"], default="both", help="default: both"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="our service's worker processes (default: 1)"
+    )
+    parser.add_argument(
+        "--litellm",
+        action="store_true",
+        help="measure LiteLLM's proxy too (its own virtual environment, made on first use)",
+    )
+    parser.add_argument(
+        "--litellm-venv",
+        type=Path,
+        default=DEFAULT_VENV,
+        metavar="PATH",
+        help="where LiteLLM's virtual environment is (default: ~/.cache/workingmem/bench-litellm)",
+    )
     add_store_options(parser)
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-service", metavar="UPSTREAM_URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.seconds <= 0:
-        parser.error("--seconds must be positive")
+    if args.seconds <= 0 or args.repeat < 1 or args.workers < 1:
+        parser.error("--seconds, --repeat and --workers must be positive")
     return args
 
 
@@ -753,7 +887,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve_upstream()
         return 0
     if args.serve_service:
-        serve_service(args.serve_service)
+        serve_service(args.serve_service, args.workers)
         return 0
     try:
         conversations = load_conversations(args.data)
@@ -762,10 +896,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     load_before = load_average()
     runs = asyncio.run(run_all(args, conversations))
-    print_header(args.data, conversations, args.postgres, load_before)
+    litellm = "not measured (--litellm)"
+    if args.litellm:
+        version = litellm_version(ensure_litellm(args.litellm_venv, progress))
+        litellm = f"{version}, 1 worker, in {args.litellm_venv.name}'s virtual environment"
+    print_header(args, conversations, load_before, litellm)
+    print_targets(runs, args.workers)
     for run in runs:
-        print_store(run, args.seconds)
-    print_ratios(runs)
+        print_store(run, args.seconds, args.workers)
     print_notes()
     return 0
 
