@@ -61,8 +61,13 @@ class Session(Protocol):
         """Runs a statement; the rows it changed."""
         ...
 
+    async def queue(self, sql: str, params: Sequence[object] = ()) -> None:
+        """Runs a statement whose result nobody reads: it may travel with the next statement
+        or the commit (one trip for several), so its error may surface there."""
+        ...
+
     async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
-        """Runs a statement once per parameter row."""
+        """Runs a statement once per parameter row; queued like `queue`."""
         ...
 
 
@@ -73,6 +78,10 @@ class Dialect(ABC):
     """``sqlite`` or ``postgres``: the folder of its migrations."""
     lock: str
     """Appended to a SELECT inside a write to lock the rows it reads (or "")."""
+
+    def lock_of(self, alias: str) -> str:
+        """Appended to a SELECT with joins to lock only the rows of table `alias`."""
+        return f"{self.lock} OF {alias}" if self.lock else ""
 
     @abstractmethod
     def write(self) -> AbstractAsyncContextManager[Session]:

@@ -39,6 +39,7 @@ __all__ = [
     "later",
     "loads_item",
     "loads_message",
+    "loads_messages",
     "plan_append",
     "state_from_row",
     "tokenizers_of",
@@ -66,16 +67,38 @@ def loads_message(text: str) -> ChatMessage:
     """A stored message, decoded by msgspec (5x the standard library on chat messages, integers
     of any size kept exact); what it refuses and Python's JSON reads (a lone surrogate escape)
     is read by the standard library. One an older version stored nested deeper than today's
-    limit is read with the excess replaced. Brackets counted at C speed rule most messages
-    out; a walk that stops at the limit rules out the rest (braces inside strings: code, JSON
-    arguments); only a message really too deep is copied."""
+    limit is read with the excess replaced: only content parts can nest, so a text message is
+    ruled out at once, brackets counted at C speed rule out most others, and a walk that stops
+    at the limit the rest (braces inside strings: code, JSON arguments); only a message really
+    too deep is copied."""
     try:
         message: Message = _decode(text)
     except msgspec.DecodeError:
         message = json.loads(text)
-    if text.count("{") + text.count("[") > MAX_DEPTH and depth(message) > MAX_DEPTH + 2:
+    return cast(ChatMessage, _shallow(message, text))  # stored after validation
+
+
+def loads_messages(texts: Sequence[str]) -> list[ChatMessage]:
+    """`loads_message` of each text, at the cost of one call for a whole tail."""
+    try:
+        messages: list[Message] = [_decode(text) for text in texts]
+    except msgspec.DecodeError:
+        return [loads_message(text) for text in texts]
+    for index, message in enumerate(messages):
+        if message.get("content").__class__ is list:
+            messages[index] = _shallow(message, texts[index])
+    return cast(list[ChatMessage], messages)  # stored after validation
+
+
+def _shallow(message: Message, text: str) -> Message:
+    """`message` with parts nested past the limit bounded (only a content list can nest)."""
+    if (
+        message.get("content").__class__ is list
+        and text.count("{") + text.count("[") > MAX_DEPTH
+        and depth(message) > MAX_DEPTH + 2
+    ):
         message = bounded(message, MAX_DEPTH + 2)  # the message and its content list
-    return cast(ChatMessage, message)  # stored after validation
+    return message
 
 
 def loads_item(text: str | None) -> dict[str, Any] | None:
@@ -168,13 +191,17 @@ def counted_tail(
     A turn whose count with `tokenizer` is not stored yet is counted here; those counts are
     returned too, {seq: tokens}, for the store to remember.
     """
-    turns: list[CountedTurn] = []
-    missing: dict[int, int] = {}
-    for seq, unit_seq, text, tokens in reversed(rows):
-        message = loads_message(text)
-        if tokens is None:
-            tokens = missing[seq] = tokenizer.count_message(message)
-        turns.append(CountedTurn(seq=seq, unit_seq=unit_seq, message=message, tokens=tokens))
+    rows = rows[::-1]
+    messages = loads_messages([row[2] for row in rows])
+    missing = {
+        row[0]: tokenizer.count_message(message)
+        for row, message in zip(rows, messages, strict=True)
+        if row[3] is None
+    }
+    turns = [
+        CountedTurn(seq, unit_seq, message, missing[seq] if tokens is None else tokens)
+        for (seq, unit_seq, _, tokens), message in zip(rows, messages, strict=True)
+    ]
     return turns, missing
 
 

@@ -80,7 +80,7 @@ class SQLDocuments:
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
         async with self._dialect.write() as session:
-            await session.run(
+            await session.queue(
                 "INSERT INTO working_memory (tenant_id, scope, owner_id, version, content, "
                 "updated_at) VALUES (?, ?, ?, 0, NULL, ?) "
                 "ON CONFLICT (tenant_id, scope, owner_id) DO NOTHING",
@@ -98,16 +98,16 @@ class SQLDocuments:
                     f"not {expected_version}"
                 )
             version = current + 1
-            await session.run(
+            await session.queue(
                 "UPDATE working_memory SET version = ?, content = ?, updated_at = ? WHERE id = ?",
                 (version, content, stamp, pk),
             )
-            await session.run(
+            await session.queue(
                 "INSERT INTO working_memory_versions (document_pk, version, content, reason, "
                 "created_at) VALUES (?, ?, ?, ?, ?)",
                 (pk, version, content, reason, stamp),
             )
-            await session.run(
+            await session.queue(
                 "DELETE FROM working_memory_versions WHERE document_pk = ? AND version <= ?",
                 (pk, version - keep_versions),
             )
@@ -123,7 +123,7 @@ class SQLDocuments:
     async def delete_document(self, *, tenant_id: str, scope: Scope, owner_id: str) -> None:
         key = check_document_key(tenant_id, scope, owner_id)
         async with self._dialect.write() as session:
-            await session.run(f"DELETE FROM working_memory WHERE {_KEY}", key)
+            await session.queue(f"DELETE FROM working_memory WHERE {_KEY}", key)
 
     async def list_document_versions(
         self, *, tenant_id: str, scope: Scope, owner_id: str, limit: int = 20

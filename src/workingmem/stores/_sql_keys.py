@@ -59,7 +59,7 @@ class SQLKeys:
             created_at=_rows.utcnow(),
         )
         async with self._dialect.write() as session:
-            await session.run(
+            await session.queue(
                 f"INSERT INTO api_keys ({_COLUMNS}, key_hash) VALUES (?, ?, ?, ?, ?, NULL, ?)",
                 (
                     key.key_id,
@@ -122,7 +122,7 @@ class SQLKeys:
         token = SESSION_PREFIX + secrets.token_urlsafe(32)
         now = _rows.utcnow()
         async with self._dialect.write() as session:
-            await session.run(
+            await session.queue(
                 "INSERT INTO page_sessions (token_hash, key_id, created_at, expires_at) "
                 "VALUES (?, ?, ?, ?)",
                 (
@@ -153,6 +153,6 @@ class SQLKeys:
         if not isinstance(token, str) or len(token) > 128:
             return
         async with self._dialect.write() as session:
-            await session.run(
+            await session.queue(
                 "DELETE FROM page_sessions WHERE token_hash = ?", (hash_secret(token),)
             )

@@ -36,6 +36,13 @@ THREAD_COLUMNS = (
 )
 """The thread row every query reads, in this order (the tail query too, as ``th.``...)."""
 _SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
+_SELECT_WITH_UNIT = (
+    f"SELECT {', '.join('th.' + c.strip() for c in THREAD_COLUMNS.split(','))}, t.message "
+    "FROM threads AS th LEFT JOIN turns AS t ON t.thread_pk = th.id AND th.last_unit_seq > 0 "
+    "AND t.seq >= th.last_unit_seq WHERE th.tenant_id = ? AND th.thread_id = ? ORDER BY t.seq"
+)
+"""The thread's row with the turns of its last unit (which new tool results may join): what
+an append needs, in the statement that locks the row."""
 _TURN_COLUMNS = "seq, message, created_at, format, item"
 """A turn as `_turn` reads it back."""
 _INSERT_TURN = (
@@ -89,21 +96,31 @@ class SQLThreads:
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
         async with self._dialect.write() as session:
-            row = await self._locked_or_new_thread(session, tenant_id, thread_id, user_id, stamp)
+            found = await session.rows(
+                _SELECT_WITH_UNIT + self._dialect.lock_of("th"), (tenant_id, thread_id)
+            )
+            if found:
+                row, unit = found[0][:9], [r[9] for r in found if r[9] is not None]
+            else:
+                row = await self._locked_or_new_thread(
+                    session, tenant_id, thread_id, user_id, stamp
+                )
+                unit = []
             pk, turn_count, last_unit_seq = row[0], row[4], row[5]
             if after_seq is not None and after_seq < turn_count:
                 turn_count, last_unit_seq = await self._cut(session, pk, kept=after_seq)
+                unit = [
+                    r[0]
+                    for r in await session.rows(
+                        "SELECT message FROM turns WHERE thread_pk = ? AND seq >= ? ORDER BY seq",
+                        (pk, last_unit_seq),
+                    )
+                ]
             if not clean:
                 return []
             open_unit = None
             if last_unit_seq:
-                unit_rows = await session.rows(
-                    "SELECT message FROM turns WHERE thread_pk = ? AND seq >= ? ORDER BY seq",
-                    (pk, last_unit_seq),
-                )
-                open_unit = OpenUnit.from_turns(
-                    [_rows.loads_message(r[0]) for r in unit_rows], last_unit_seq
-                )
+                open_unit = OpenUnit.from_turns(_rows.loads_messages(unit), last_unit_seq)
             prepared = _rows.plan_append(
                 clean,
                 turn_count=turn_count,
@@ -120,7 +137,7 @@ class SQLThreads:
                     "VALUES (?, ?, ?, ?)",
                     [(pk, key, seq, tokens) for key, seq, tokens in prepared.counts],
                 )
-            await session.run(
+            await session.queue(
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
                 (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
             )
@@ -195,7 +212,7 @@ class SQLThreads:
                         "VALUES (?, ?, ?, ?)",
                         [(pk, key, seq, tokens) for key, seq, tokens in counts],
                     )
-                await session.run(
+                await session.queue(
                     "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? "
                     "WHERE id = ?",
                     (planned[-1].seq, planned[-1].unit_seq, stamp, pk),
@@ -240,13 +257,13 @@ class SQLThreads:
             if row is None:
                 raise ConflictError(f"thread {thread_id!r} exists already")
             pk, source_pk = row[0], source[0]
-            await session.run(
+            await session.queue(
                 "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, "
                 "format, item) SELECT ?, seq, unit_seq, role, user_id, message, created_at, "
                 "format, item FROM turns WHERE thread_pk = ? AND seq <= ?",
                 (pk, source_pk, kept),
             )
-            await session.run(
+            await session.queue(
                 "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) SELECT ?, "
                 "tokenizer, seq, tokens FROM turn_tokens WHERE thread_pk = ? AND seq <= ?",
                 (pk, source_pk, kept),
@@ -257,12 +274,12 @@ class SQLThreads:
                 (source_pk, kept),
             )
             if state is not None:  # the summary of the common part comes along
-                await session.run(
+                await session.queue(
                     "INSERT INTO memory_states (thread_pk, version, summary, facts, turn_count, "
                     "updated_at) VALUES (?, 1, ?, ?, ?, ?)",
                     (pk, state[0], state[1], state[2], stamp),
                 )
-                await session.run(
+                await session.queue(
                     "INSERT INTO memory_state_versions (thread_pk, version, summary, facts, "
                     "turn_count, reason, created_at) VALUES (?, 1, ?, ?, ?, 'fork', ?)",
                     (pk, state[0], state[1], state[2], stamp),
@@ -275,8 +292,8 @@ class SQLThreads:
         async with self._dialect.write() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id, lock=True))[0]
             # Turns, counts, the state, its versions and the lease go with the row (cascade).
-            await session.run("DELETE FROM threads WHERE id = ?", (pk,))
-            await session.run(
+            await session.queue("DELETE FROM threads WHERE id = ?", (pk,))
+            await session.queue(
                 "DELETE FROM working_memory WHERE tenant_id = ? AND scope = 'conversation' "
                 "AND owner_id = ?",
                 (tenant_id, thread_id),
@@ -302,14 +319,14 @@ class SQLThreads:
         """Removes the turns after seq `kept`, with their counts, and rolls the memory state
         back so that the summary describes only turns that still exist. In the caller's
         transaction, the thread's row locked. The thread's turn count and last unit's seq."""
-        await session.run("DELETE FROM turn_tokens WHERE thread_pk = ? AND seq > ?", (pk, kept))
+        await session.queue("DELETE FROM turn_tokens WHERE thread_pk = ? AND seq > ?", (pk, kept))
         removed = await session.run("DELETE FROM turns WHERE thread_pk = ? AND seq > ?", (pk, kept))
         last = await session.row(
             "SELECT unit_seq FROM turns WHERE thread_pk = ? AND seq = ?", (pk, kept)
         )
         last_unit_seq = last[0] if last else 0
         if removed:
-            await session.run(
+            await session.queue(
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ? WHERE id = ?",
                 (kept, last_unit_seq, pk),
             )
@@ -339,15 +356,15 @@ class SQLThreads:
         summary, facts, turn_count = target
         version = current[0] + 1
         stamp = self._dialect.stamp(_rows.utcnow())
-        await session.run(
+        await session.queue(
             "DELETE FROM memory_state_versions WHERE thread_pk = ? AND turn_count > ?", (pk, kept)
         )
-        await session.run(
+        await session.queue(
             "UPDATE memory_states SET version = ?, summary = ?, facts = ?, turn_count = ?, "
             "updated_at = ? WHERE thread_pk = ?",
             (version, summary, facts, turn_count, stamp, pk),
         )
-        await session.run(
+        await session.queue(
             "INSERT INTO memory_state_versions (thread_pk, version, summary, facts, turn_count, "
             "reason, created_at) VALUES (?, ?, ?, ?, ?, 'rollback', ?)",
             (pk, version, summary, facts, turn_count, stamp),
@@ -429,7 +446,7 @@ class SQLThreads:
                 return  # the thread was deleted meanwhile
             keys = _rows.tokenizers_of(found[0])
             if key not in keys:
-                await session.run(
+                await session.queue(
                     "UPDATE threads SET tokenizers = ? WHERE id = ?", (json.dumps([*keys, key]), pk)
                 )
             if counts:
@@ -477,20 +494,20 @@ class SQLThreads:
                     f"not {write.expected_version}"
                 )
             version = current + 1
-            await session.run(
+            await session.queue(
                 "INSERT INTO memory_states (thread_pk, version, summary, facts, turn_count, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_pk) DO UPDATE SET "
                 "version = excluded.version, summary = excluded.summary, facts = excluded.facts, "
                 "turn_count = excluded.turn_count, updated_at = excluded.updated_at",
                 (pk, version, write.summary, facts, write.turn_count, stamp),
             )
-            await session.run(
+            await session.queue(
                 "INSERT INTO memory_state_versions (thread_pk, version, summary, facts, "
                 "turn_count, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (pk, version, write.summary, facts, write.turn_count, write.reason, stamp),
             )
             if write.forgets:
-                await session.run(
+                await session.queue(
                     "DELETE FROM memory_state_versions WHERE thread_pk = ? AND version < ?",
                     (pk, version),
                 )
@@ -617,7 +634,7 @@ class SQLThreads:
         self, session: Session, table: str, keys: Mapping[str, object], owner: str
     ) -> None:
         where = " AND ".join(f"{column} = ?" for column in keys)
-        await session.run(
+        await session.queue(
             f"DELETE FROM {table} WHERE {where} AND owner = ?", (*keys.values(), owner)
         )
 

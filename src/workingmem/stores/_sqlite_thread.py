@@ -67,6 +67,10 @@ class Connection:
         """Runs `fn` with the connection in its thread: one trip, whatever `fn` runs."""
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, self._db)
 
+    def submit(self, fn: Callable[[sqlite3.Connection], object]) -> None:
+        """Queues `fn` behind every call made so far, without waiting for it."""
+        self._worker.submit(fn, self._db)
+
     async def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         return await self.call(lambda db: db.execute(sql, params).fetchall())
 

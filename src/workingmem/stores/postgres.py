@@ -24,6 +24,7 @@ from .sql import SQLStore
 
 try:
     import psycopg
+    from psycopg import AsyncPipeline
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -97,22 +98,33 @@ def _native(sql: str, params: Sequence[object]) -> tuple[str, Sequence[object] |
 
 
 class _Session:
-    """Statements on one pooled connection."""
+    """Statements on one pooled connection. In a write the connection is in pipeline mode:
+    what is queued (its BEGIN, the writes whose result nobody reads, the COMMIT) is sent with
+    the next statement that is read, or at the end, so an append is two round trips."""
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, pipeline: AsyncPipeline | None = None) -> None:
         self._conn = conn
+        self._pipeline = pipeline
+
+    async def _result(self, sql: str, params: Sequence[object]) -> psycopg.AsyncCursor[Row]:
+        cursor = await self._conn.execute(*_native(sql, params))
+        if self._pipeline is not None:
+            await self._pipeline.sync()  # the round trip: this result, and all queued before it
+        return cursor
 
     async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
-        cursor = await self._conn.execute(*_native(sql, params))
+        cursor = await self._result(sql, params)
         return await cursor.fetchall() if cursor.description is not None else []
 
     async def row(self, sql: str, params: Sequence[object] = ()) -> Row | None:
-        cursor = await self._conn.execute(*_native(sql, params))
+        cursor = await self._result(sql, params)
         return await cursor.fetchone() if cursor.description is not None else None
 
     async def run(self, sql: str, params: Sequence[object] = ()) -> int:
-        cursor = await self._conn.execute(*_native(sql, params))
-        return cursor.rowcount
+        return (await self._result(sql, params)).rowcount
+
+    async def queue(self, sql: str, params: Sequence[object] = ()) -> None:
+        await self._conn.execute(*_native(sql, params))
 
     async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
         async with self._conn.cursor() as cursor:
@@ -131,8 +143,12 @@ class PostgresDialect(Dialect):
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_Session]:
         try:
-            async with self._pool.connection() as conn, conn.transaction():
-                yield _Session(conn)
+            async with (
+                self._pool.connection() as conn,
+                conn.pipeline() as pipeline,
+                conn.transaction(),
+            ):
+                yield _Session(conn, pipeline)
         except WorkingMemoryError:
             raise
         except psycopg.Error as exc:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import StoreError
 from . import _rows
@@ -33,6 +33,8 @@ from .migrations import load_migrations
 from .sql import SQLStore
 
 __all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
 
 _THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
 _COUNTS = (
@@ -99,45 +101,72 @@ def _read_tail(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] 
         db.execute("COMMIT")
 
 
-class _Session:
-    """Statements on one connection, each one trip to its thread."""
+Step = Callable[[sqlite3.Connection], object]
 
-    def __init__(self, db: Connection) -> None:
+
+class _Session:
+    """The statements of one transaction on one connection. What is queued (its BEGIN, the
+    writes whose result nobody reads) travels with the next statement that is read, or with
+    the COMMIT: an append is two trips to the connection's thread, not one per statement."""
+
+    def __init__(self, db: Connection, begin: str) -> None:
         self._db = db
+        self._pending: list[Step] = [lambda c: _open(c, begin)]
+
+    async def _trip(self, last: Callable[[sqlite3.Connection], T]) -> T:
+        pending, self._pending = self._pending, []
+
+        def run(c: sqlite3.Connection) -> T:
+            for step in pending:
+                step(c)
+            return last(c)
+
+        return await self._db.call(run)
 
     async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
-        return await self._db.fetchall(sql, params)
+        return await self._trip(lambda c: c.execute(sql, params).fetchall())
 
     async def row(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         found = await self.rows(sql, params)
         return found[0] if found else None
 
     async def run(self, sql: str, params: Sequence[object] = ()) -> int:
-        return await self._db.execute(sql, params)
+        return await self._trip(lambda c: c.execute(sql, params).rowcount)
+
+    async def queue(self, sql: str, params: Sequence[object] = ()) -> None:
+        self._pending.append(lambda c: c.execute(sql, params))
 
     async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
-        await self._db.executemany(sql, params)
+        self._pending.append(lambda c: c.executemany(sql, params))
+
+    async def commit(self) -> None:
+        await self._trip(lambda c: c.execute("COMMIT"))
+
+    def end_soon(self) -> None:
+        """Ends a read: its COMMIT is queued on the connection, not waited for (every later
+        call runs after it); nothing at all when the read ran no statement."""
+        if not self._pending:
+            self._db.submit(lambda c: c.execute("COMMIT"))
 
 
-async def _begin(db: Connection, begin: str) -> None:
+def _open(db: sqlite3.Connection, begin: str) -> None:
     """Begins a transaction on a connection whose lock is held, ending first one that a
     cancelled holder left open.
 
     The connection runs calls in order, in its thread, each to its end even when the task
     awaiting it is cancelled (a client that went away; under AnyIO the cancellation comes
-    again at every await, so nothing can be waited for after it). A call is queued the
-    moment it is awaited, so whatever an earlier holder queued (its BEGIN, its COMMIT, its
-    ROLLBACK) runs before this BEGIN; if this BEGIN then meets a transaction, it is such a
-    leftover, and its end is queued right behind it. Nothing else is checked in advance: an
-    earlier holder's COMMIT may still be on its way.
+    again at every await, so nothing can be waited for after it). A call is queued the moment
+    it is made, so whatever an earlier holder queued (its statements, its COMMIT, its ROLLBACK)
+    has run when this runs; a transaction still open here is such a leftover.
     """
-    try:
-        await db.execute(begin)
-    except sqlite3.OperationalError:
-        if not db.in_transaction:
-            raise
-        await db.execute("ROLLBACK")
-        await db.execute(begin)
+    if db.in_transaction:
+        db.execute("ROLLBACK")
+    db.execute(begin)
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 
 
 class SQLiteDialect(Dialect):
@@ -155,36 +184,27 @@ class SQLiteDialect(Dialect):
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_Session]:
         async with self._write_lock:
-            db = self._writer
+            session = _Session(self._writer, "BEGIN IMMEDIATE")
             try:
-                await _begin(db, "BEGIN IMMEDIATE")
+                yield session
+                await session.commit()
             except sqlite3.Error as exc:
-                raise StoreError(f"SQLite could not begin a write: {exc}") from exc
-            try:
-                yield _Session(db)
-            except sqlite3.Error as exc:
-                await db.execute("ROLLBACK")
+                self._writer.submit(_rollback)
                 raise StoreError(f"SQLite failed: {exc}") from exc
             except BaseException:
-                await db.execute("ROLLBACK")  # queued at once, run even if this task is cancelled
+                self._writer.submit(_rollback)  # queued at once, run even if this task is cancelled
                 raise
-            try:
-                await db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                await db.execute("ROLLBACK")
-                raise StoreError(f"SQLite could not commit: {exc}") from exc
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[_Session]:
         async with self._read_lock:
-            db = self._reader
-            await _begin(db, "BEGIN")
+            session = _Session(self._reader, "BEGIN")
             try:
-                yield _Session(db)
+                yield session
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite failed: {exc}") from exc
             finally:
-                await db.execute("COMMIT")
+                session.end_soon()
 
     def snapshot(self) -> AbstractAsyncContextManager[_Session]:
         return self.read()  # a read transaction on the WAL reader is one snapshot already
