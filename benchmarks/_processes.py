@@ -50,6 +50,11 @@ def server_process(
             progress(f"{name}'s output:\n{log.read()[-3_000:]}")
             raise
         finally:
+            if proc.poll() is not None:  # it ended by itself, before we stopped it
+                log.seek(0)
+                status = f"exit status {proc.returncode}"
+                progress(f"the {name} ended during the run ({status}); its output:")
+                progress(log.read()[-3_000:])
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=60)
