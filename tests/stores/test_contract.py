@@ -196,6 +196,44 @@ async def test_read_tail_counts_once_and_remembers(store: wm.ThreadStore, tenant
     assert tail.turns[-1].tokens == tok.count_message(assistant("fine"))
 
 
+async def test_a_thread_read_for_two_models_keeps_both_counts(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """The first tokenizer's counts live in the turns' rows, a second's beside them: both are
+    counted once, both are counted at append from then on, both windows read right."""
+    first = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+    second = wm.tokenizer_for(wm.ModelInfo(id="gpt-4", context_window=1000))
+    assert first.key != second.key
+    text = "Grüße, how many tokens is this sentence in each vocabulary?"
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user(text)])
+    for tok in (first, second):
+        tail = await store.read_tail(
+            tenant_id=tenant, thread_id="th", tokenizer=tok, limit=10, tokens=1_000
+        )
+        assert [t.tokens for t in tail.turns] == [tok.count_message(user(text))]
+    await store.append(tenant_id=tenant, thread_id="th", messages=[assistant(text)])
+    for tok in (first, second):
+        tail = await store.read_tail(
+            tenant_id=tenant, thread_id="th", tokenizer=_never_counting(tok), limit=10, tokens=1
+        )
+        assert [t.tokens for t in tail.turns] == [tok.count_message(assistant(text))]
+
+
+def _never_counting(tok: wm.Tokenizer) -> wm.Tokenizer:
+    class Stored:
+        key = tok.key
+        exact = True
+        reply_overhead = tok.reply_overhead
+
+        def count_text(self, text: str) -> int:
+            raise AssertionError("re-tokenized a stored turn")
+
+        def count_message(self, message: wm.MessageIn) -> int:
+            raise AssertionError("re-tokenized a stored turn")
+
+    return Stored()
+
+
 async def test_read_tail_pages_newest_first(store: wm.ThreadStore, tenant: str) -> None:
     tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
     await store.append(tenant_id=tenant, thread_id="th", messages=[user(str(i)) for i in range(10)])

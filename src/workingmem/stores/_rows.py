@@ -29,6 +29,7 @@ from ..tokens import Tokenizer, tokenizer_from_key
 from ..types import ChatMessage, CountedTurn, Fact, Message, MessageIn, WorkingMemoryState
 
 __all__ = [
+    "Counts",
     "PreparedAppend",
     "check_page",
     "check_scope",
@@ -36,6 +37,7 @@ __all__ = [
     "counts_of",
     "decode_facts",
     "encode_facts",
+    "first_tokenizer",
     "later",
     "loads_item",
     "loads_message",
@@ -143,13 +145,24 @@ def tokenizers_of(column: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class Counts:
+    """What a writer stores of new turns' counts, for every registered tokenizer that can be
+    rebuilt."""
+
+    own: list[int | None]
+    """Each turn's count with the thread's first tokenizer, kept in the turn's row (None: no
+    tokenizer registered yet, or it cannot be rebuilt here)."""
+    others: list[tuple[str, int, int]]
+    """(tokenizer key, seq, tokens) with the others, rows of ``turn_tokens``."""
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedAppend:
     """The rows one append writes."""
 
     turns: list[PlannedTurn]
     serialized: list[str]
-    counts: list[tuple[str, int, int]]
-    """(tokenizer key, seq, tokens) for every registered tokenizer that could be rebuilt."""
+    counts: Counts
 
     @property
     def last_unit_seq(self) -> int:
@@ -172,15 +185,26 @@ def plan_append(
     )
 
 
-def counts_of(
-    turns: Sequence[PlannedTurn], tokenizer_keys: Sequence[str]
-) -> list[tuple[str, int, int]]:
-    """(tokenizer key, seq, tokens) of each turn, with every registered tokenizer that can be
-    rebuilt: what the turns' writer stores beside them."""
-    tokenizers = [tok for key in tokenizer_keys if (tok := tokenizer_from_key(key)) is not None]
-    return [
-        (tok.key, turn.seq, tok.count_message(turn.message)) for tok in tokenizers for turn in turns
-    ]
+def counts_of(turns: Sequence[PlannedTurn], tokenizer_keys: Sequence[str]) -> Counts:
+    """The counts of `turns` that their writer stores beside them."""
+    own: list[int | None] = [None] * len(turns)
+    others: list[tuple[str, int, int]] = []
+    for index, key in enumerate(tokenizer_keys):
+        tokenizer = tokenizer_from_key(key)
+        if tokenizer is None:
+            continue
+        counted = [tokenizer.count_message(turn.message) for turn in turns]
+        if index == 0:
+            own = list(counted)
+        else:
+            others += [(key, turn.seq, n) for turn, n in zip(turns, counted, strict=True)]
+    return Counts(own=own, others=others)
+
+
+def first_tokenizer(column: str) -> str | None:
+    """The key of the tokenizer whose counts a thread keeps in its turns' rows."""
+    keys = tokenizers_of(column)
+    return keys[0] if keys else None
 
 
 def counted_tail(

@@ -47,7 +47,7 @@ _TURN_COLUMNS = "seq, message, created_at, format, item"
 """A turn as `_turn` reads it back."""
 _INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
-    "item) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "item, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -127,16 +127,16 @@ class SQLThreads:
                 open_unit=open_unit,
                 tokenizer_keys=_rows.tokenizers_of(row[6]),
             )
-            await session.run_many(
-                _INSERT_TURN,
-                _turn_rows(pk, user_id, stamp, prepared.turns, prepared.serialized, origins),
+            await self._insert_turns(
+                session,
+                pk,
+                user_id,
+                stamp,
+                prepared.turns,
+                prepared.serialized,
+                origins,
+                prepared.counts,
             )
-            if prepared.counts:
-                await session.run_many(
-                    "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(pk, key, seq, tokens) for key, seq, tokens in prepared.counts],
-                )
             await session.queue(
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
                 (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
@@ -201,17 +201,16 @@ class SQLThreads:
             await self._cut(session, pk, kept=kept)
             fresh = planned[kept:]
             if fresh:
-                await session.run_many(
-                    _INSERT_TURN,
-                    _turn_rows(pk, user_id, stamp, fresh, texts[kept:], origins[kept:]),
+                await self._insert_turns(
+                    session,
+                    pk,
+                    user_id,
+                    stamp,
+                    fresh,
+                    texts[kept:],
+                    origins[kept:],
+                    _rows.counts_of(fresh, _rows.tokenizers_of(row[6])),
                 )
-                counts = _rows.counts_of(fresh, _rows.tokenizers_of(row[6]))
-                if counts:
-                    await session.run_many(
-                        "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
-                        "VALUES (?, ?, ?, ?)",
-                        [(pk, key, seq, tokens) for key, seq, tokens in counts],
-                    )
                 await session.queue(
                     "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? "
                     "WHERE id = ?",
@@ -259,8 +258,8 @@ class SQLThreads:
             pk, source_pk = row[0], source[0]
             await session.queue(
                 "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, "
-                "format, item) SELECT ?, seq, unit_seq, role, user_id, message, created_at, "
-                "format, item FROM turns WHERE thread_pk = ? AND seq <= ?",
+                "format, item, tokens) SELECT ?, seq, unit_seq, role, user_id, message, "
+                "created_at, format, item, tokens FROM turns WHERE thread_pk = ? AND seq <= ?",
                 (pk, source_pk, kept),
             )
             await session.queue(
@@ -297,6 +296,43 @@ class SQLThreads:
                 "DELETE FROM working_memory WHERE tenant_id = ? AND scope = 'conversation' "
                 "AND owner_id = ?",
                 (tenant_id, thread_id),
+            )
+
+    async def _insert_turns(
+        self,
+        session: Session,
+        pk: int,
+        user_id: str | None,
+        stamp: object,
+        turns: Sequence[PlannedTurn],
+        texts: Sequence[str],
+        origins: Sequence[Origin],
+        counts: _rows.Counts,
+    ) -> None:
+        """Queues the rows of new turns: each with its chat text, origin and own count, and
+        the counts with the thread's other tokenizers."""
+        await session.run_many(
+            _INSERT_TURN,
+            [
+                (
+                    pk,
+                    t.seq,
+                    t.unit_seq,
+                    t.message["role"],
+                    user_id,
+                    text,
+                    stamp,
+                    o.format,
+                    o.text,
+                    n,
+                )
+                for t, text, o, n in zip(turns, texts, origins, counts.own, strict=True)
+            ],
+        )
+        if counts.others:
+            await session.run_many(
+                "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) VALUES (?, ?, ?, ?)",
+                [(pk, key, seq, tokens) for key, seq, tokens in counts.others],
             )
 
     async def _locked_or_new_thread(
@@ -446,10 +482,17 @@ class SQLThreads:
                 return  # the thread was deleted meanwhile
             keys = _rows.tokenizers_of(found[0])
             if key not in keys:
+                keys = [*keys, key]
                 await session.queue(
-                    "UPDATE threads SET tokenizers = ? WHERE id = ?", (json.dumps([*keys, key]), pk)
+                    "UPDATE threads SET tokenizers = ? WHERE id = ?", (json.dumps(keys), pk)
                 )
-            if counts:
+            if counts and keys[0] == key:  # the thread's own counts, in the turns' rows
+                await session.run_many(
+                    "UPDATE turns SET tokens = ? WHERE thread_pk = ? AND seq = ? "
+                    "AND tokens IS NULL",
+                    [(tokens, pk, seq) for seq, tokens in counts.items()],
+                )
+            elif counts:
                 await session.run_many(
                     "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
                     "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -637,18 +680,3 @@ class SQLThreads:
         await session.queue(
             f"DELETE FROM {table} WHERE {where} AND owner = ?", (*keys.values(), owner)
         )
-
-
-def _turn_rows(
-    pk: int,
-    user_id: str | None,
-    stamp: object,
-    turns: Sequence[PlannedTurn],
-    texts: Sequence[str],
-    origins: Sequence[Origin],
-) -> list[tuple[object, ...]]:
-    """The rows of `_INSERT_TURN` for planned turns, their chat text and their origin."""
-    return [
-        (pk, t.seq, t.unit_seq, t.message["role"], user_id, text, stamp, o.format, o.text)
-        for t, text, o in zip(turns, texts, origins, strict=True)
-    ]

@@ -37,45 +37,51 @@ _MIGRATION_LOCK = 0x776D656D  # "wmem": one migrator at a time across workers
 _TAIL = f"""
 WITH th AS (SELECT {THREAD_COLUMNS} FROM threads
             WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s),
-top AS (SELECT id AS pk, least(turn_count, coalesce(%(before_seq)s::bigint - 1, turn_count)) AS seq
+top AS (SELECT id AS pk, least(turn_count, coalesce(%(before_seq)s::bigint - 1, turn_count)) AS seq,
+               coalesce(tokenizers::json ->> 0 = %(tokenizer)s, false) AS own
         FROM th),
-counts AS (
-  SELECT k.seq, k.tokens,
-         sum(k.tokens) OVER newest - k.tokens AS newer,
-         k.seq = (SELECT seq FROM top) + 1 - row_number() OVER newest AS unbroken
-  FROM turn_tokens AS k
-  WHERE %(tokens)s::bigint IS NOT NULL AND k.thread_pk = (SELECT pk FROM top)
-    AND k.tokenizer = %(tokenizer)s AND k.seq <= (SELECT seq FROM top)
-  WINDOW newest AS (ORDER BY k.seq DESC ROWS UNBOUNDED PRECEDING)
-  ORDER BY k.seq DESC LIMIT %(scan)s),
-walk AS (SELECT min(seq) AS first, count(*) AS n, coalesce(max(newer + tokens), 0) AS covered
-         FROM counts WHERE unbroken AND newer <= %(tokens)s::bigint),
-span AS (SELECT CASE
-    WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 1
-    WHEN walk.covered > %(tokens)s::bigint OR walk.first = 1 OR walk.n >= %(scan)s
-      THEN walk.first
-    ELSE top.seq - walk.n - {UNCOUNTED_PAGE} + 1 END AS first
-  FROM top, walk),
-head AS (SELECT coalesce((SELECT h.unit_seq FROM turns AS h
-                          WHERE h.thread_pk = (SELECT pk FROM top)
-                          AND h.seq = (SELECT first FROM span)), (SELECT first FROM span)) AS seq)
+scan AS (
+  SELECT u.seq, u.unit_seq, CASE WHEN (SELECT own FROM top) THEN u.tokens
+    ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = u.thread_pk
+          AND k.tokenizer = %(tokenizer)s AND k.seq = u.seq) END AS tokens
+  FROM turns AS u
+  WHERE %(tokens)s::bigint IS NOT NULL AND u.thread_pk = (SELECT pk FROM top)
+    AND u.seq <= (SELECT seq FROM top) AND u.seq > (SELECT seq FROM top) - %(scan)s
+  ORDER BY u.seq DESC LIMIT %(scan)s),
+walk AS (
+  SELECT seq, unit_seq, tokens,
+         coalesce(sum(tokens) OVER newest, 0) - coalesce(tokens, 0) AS newer,
+         count(*) FILTER (WHERE tokens IS NULL) OVER newest AS uncounted
+  FROM scan WINDOW newest AS (ORDER BY seq DESC ROWS UNBOUNDED PRECEDING)),
+stop AS (
+  SELECT min(unit_seq) FILTER (WHERE uncounted = 0 AND newer <= %(tokens)s::bigint
+                               AND newer + tokens > %(tokens)s::bigint) AS passed,
+         min(seq) FILTER (WHERE uncounted BETWEEN 1 AND {UNCOUNTED_PAGE}) AS uncounted,
+         min(seq) AS scanned
+  FROM walk),
+span AS (SELECT CASE WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 1
+                     ELSE coalesce(stop.passed, stop.uncounted, stop.scanned, top.seq + 1) END
+                AS first
+         FROM top, stop)
 SELECT th.*, NULL::integer AS seq, NULL::integer, NULL::text, NULL::integer FROM th
 UNION ALL
 SELECT NULL::bigint, NULL, NULL, NULL, NULL::integer, NULL::integer, NULL, NULL::timestamptz,
        NULL::timestamptz, t.seq, t.unit_seq, t.message,
-       (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
-        AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq)
-FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message FROM turns AS u
+       CASE WHEN (SELECT own FROM top) THEN t.tokens
+         ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
+               AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END
+FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens FROM turns AS u
       WHERE u.thread_pk = (SELECT pk FROM top) AND u.seq <= (SELECT seq FROM top)
-        AND u.seq >= (SELECT seq FROM head)
+        AND u.seq >= (SELECT first FROM span)
       ORDER BY u.seq DESC LIMIT %(limit)s) AS t
 ORDER BY seq DESC NULLS FIRST
 """
 """The thread row, then its newest turns, in one statement (the thread's columns once, not
-on every turn's row). With a token goal the counts are
-scanned first (the primary key alone, a bounded page) and summed newest first up to the first
-turn that passes the goal, and the turns are read from the head of that turn's unit (a window
-takes units whole); a turn not counted yet ends the walk, and a page past it is read for the
+on every turn's row). With a token goal the newest counts (the turns' own, or another
+tokenizer's) are summed newest first over a bounded scan (bounded by seq, not only by LIMIT, so
+that no plan reads the whole thread when the statistics are stale): the turns are read from the
+head of the unit of the first turn that passes the goal (a window takes units whole); a turn
+not counted yet leaves the goal undecided, and `UNCOUNTED_PAGE` turns from it are read for the
 caller to count."""
 _SCAN_TOKENS_PER_TURN = 20
 """The token goal's count scan is bounded at goal / this + 32 turns (LoCoMo turns average 35;

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -37,30 +37,22 @@ __all__ = ["SQLiteStore"]
 T = TypeVar("T")
 
 _THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
-_COUNTS = (
-    "SELECT seq, tokens FROM turn_tokens WHERE thread_pk = ? AND tokenizer = ? AND seq <= ? "
+_OWN = (
+    "SELECT seq, unit_seq, message, tokens FROM turns WHERE thread_pk = ? AND seq <= ? "
     "ORDER BY seq DESC"
 )
-_RANGE = (
-    "SELECT seq, unit_seq, message FROM turns WHERE thread_pk = ? AND seq BETWEEN ? AND ? "
-    "ORDER BY seq DESC"
-)
-_COUNTED = (
+"""The newest turns with the thread's own counts (its first tokenizer's)."""
+_OTHER = (
     "SELECT t.seq, t.unit_seq, t.message, k.tokens FROM turns AS t LEFT JOIN turn_tokens AS k "
     "ON k.thread_pk = t.thread_pk AND k.tokenizer = ? AND k.seq = t.seq "
-    "WHERE t.thread_pk = ? AND t.seq <= ? ORDER BY t.seq DESC LIMIT ?"
+    "WHERE t.thread_pk = ? AND t.seq <= ? ORDER BY t.seq DESC"
 )
+"""The newest turns with another tokenizer's counts."""
 
 
 def _read_tail(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] | None:
-    """The thread row and its newest turns, in one snapshot, on the reader's thread.
-
-    With a token goal the counts are walked back first (a covering primary-key range, no
-    message read) to the first turn that passes it, then exactly those turns are read, and the
-    rest of that turn's unit (a window takes units whole). A turn not counted yet with this
-    tokenizer ends the walk; the turns are then read with whatever counts they have, for the
-    caller to count the rest.
-    """
+    """The thread row and its newest turns, in one snapshot, on the reader's thread: the turns
+    are walked newest first and the walk stops where `read` is answered (`_walk`)."""
     if db.in_transaction:
         db.execute("ROLLBACK")  # what a cancelled reader left open (the read lock is held)
     db.execute("BEGIN")
@@ -73,32 +65,44 @@ def _read_tail(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] 
             top = min(top, read.before_seq - 1)
         if top < 1:
             return tuple(thread), []
-        if read.tokens is not None:
-            counts: dict[int, int] = {}
-            covered, seq = 0, top
-            for seq_read, tokens in db.execute(_COUNTS, (pk, read.tokenizer_key, top)):
-                if seq_read != seq:
-                    break  # a turn counted by no one yet
-                counts[seq] = tokens
-                covered += tokens
-                seq -= 1
-                if covered > read.tokens or len(counts) >= read.limit:
-                    break
-            if counts and (covered > read.tokens or len(counts) >= read.limit or seq == 0):
-                rows = [(*row, counts[row[0]]) for row in db.execute(_RANGE, (pk, seq + 1, top))]
-                oldest, head = rows[-1][0], rows[-1][1]
-                if head < oldest:  # the unit the walk stopped in, whole
-                    rows += db.execute(
-                        _COUNTED, (read.tokenizer_key, pk, oldest - 1, oldest - head)
-                    )
-                return tuple(thread), rows
-            limit = min(read.limit, len(counts) + UNCOUNTED_PAGE)
+        if _rows.first_tokenizer(thread[6]) == read.tokenizer_key:
+            turns = db.execute(_OWN, (pk, top))
         else:
-            limit = read.limit
-        rows = db.execute(_COUNTED, (read.tokenizer_key, pk, top, limit)).fetchall()
-        return tuple(thread), rows
+            turns = db.execute(_OTHER, (read.tokenizer_key, pk, top))
+        try:
+            return tuple(thread), _walk(turns, read)
+        finally:
+            turns.close()
     finally:
         db.execute("COMMIT")
+
+
+def _walk(turns: Iterable[Row], read: TailRead) -> list[Row]:
+    """The rows `read` asks for from (seq, unit_seq, message, tokens) rows, newest first: at most
+    `limit`; with a token goal, through the first turn whose counts pass it and the rest of
+    its unit (a window takes units whole). A turn not counted yet leaves the goal undecided:
+    `UNCOUNTED_PAGE` rows more are read from there, for the caller to count."""
+    rows: list[Row] = []
+    covered, uncounted, head = 0, 0, None
+    for row in turns:
+        if head is not None and row[0] < head:
+            break  # the unit is whole
+        rows.append(row)
+        if len(rows) >= read.limit:
+            break
+        if head is not None or read.tokens is None:
+            continue
+        if row[3] is None or uncounted:
+            uncounted += 1
+            if uncounted >= UNCOUNTED_PAGE:
+                break
+            continue
+        covered += row[3]
+        if covered > read.tokens:
+            head = row[1]
+            if row[0] == head:
+                break
+    return rows
 
 
 Step = Callable[[sqlite3.Connection], object]
