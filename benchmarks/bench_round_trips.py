@@ -5,7 +5,8 @@
 Counts, not seconds, so one run on a noisy machine is exact. SQLite: every call that crosses
 to a connection's thread (``Connection.call``: a statement, BEGIN, COMMIT, or the window read's
 whole function), which is what a round trip costs there. PostgreSQL: every statement psycopg
-sends (a query, an ``executemany``, which psycopg pipelines, BEGIN and COMMIT). Run it with
+sends and waits for (a query, an ``executemany``, which psycopg pipelines, BEGIN and COMMIT),
+and in a write's pipeline each sync instead (its statements travel together). Run it with
 ``PYTHONPATH`` pointing at another checkout's ``src`` to compare two versions of the store.
 """
 
@@ -49,22 +50,37 @@ def _count_postgres() -> None:
     execute = psycopg.AsyncCursor.execute
     executemany = psycopg.AsyncCursor.executemany
     command = psycopg.AsyncConnection._exec_command
+    sync = psycopg.AsyncPipeline.sync
+    leave = psycopg.AsyncPipeline.__aexit__
+
+    def piped(conn: Any) -> bool:
+        return conn._pipeline is not None  # sent with the pipeline's next sync, counted there
 
     async def counted_execute(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-        counts["trips"] += 1
+        counts["trips"] += not piped(self.connection)
         return await execute(self, query, params, **kw)
 
     async def counted_many(self: Any, query: Any, params_seq: Any, **kw: Any) -> Any:
-        counts["trips"] += 1  # psycopg pipelines the rows: one round trip
+        counts["trips"] += not piped(self.connection)  # psycopg pipelines the rows
         return await executemany(self, query, params_seq, **kw)
 
     def counted_command(self: Any, command_: Any, *args: Any, **kw: Any) -> Any:
-        counts["trips"] += 1  # BEGIN, COMMIT, ROLLBACK (a generator psycopg drives)
+        counts["trips"] += not piped(self)  # BEGIN, COMMIT, ROLLBACK
         return command(self, command_, *args, **kw)
+
+    async def counted_sync(self: Any) -> None:
+        counts["trips"] += 1
+        await sync(self)
+
+    async def counted_leave(self: Any, *exc: Any) -> None:
+        counts["trips"] += 1  # the pipeline's last sync
+        await leave(self, *exc)
 
     psycopg.AsyncCursor.execute = counted_execute  # type: ignore[method-assign]
     psycopg.AsyncCursor.executemany = counted_many  # type: ignore[method-assign]
     psycopg.AsyncConnection._exec_command = counted_command  # type: ignore[method-assign]
+    psycopg.AsyncPipeline.sync = counted_sync  # type: ignore[method-assign]
+    psycopg.AsyncPipeline.__aexit__ = counted_leave  # type: ignore[method-assign]
 
 
 async def measure(name: str, work: Callable[[], Awaitable[object]]) -> int:

@@ -10,8 +10,9 @@ state's version. Reads of one statement run outside a transaction block: one rou
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -25,6 +26,7 @@ from .sql import SQLStore
 try:
     import psycopg
     from psycopg import AsyncPipeline
+    from psycopg.pq import TransactionStatus
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -95,6 +97,12 @@ def _placeholders(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
+_VALUES = re.compile(r"(INSERT INTO .+? VALUES )(\([?, ]+\))(.*)", re.DOTALL)
+"""An INSERT of one row of parameters: its rows can travel as one statement."""
+_MAX_PARAMETERS = 30_000
+"""Parameters per statement (PostgreSQL allows 65,535)."""
+
+
 def _native(sql: str, params: Sequence[object]) -> tuple[str, Sequence[object] | None]:
     """The store's ``?`` placeholders as psycopg's ``%s`` (its statements with parameters
     have no other ``?`` or ``%``); a statement without parameters is sent as it is."""
@@ -133,8 +141,25 @@ class _Session:
         await self._conn.execute(*_native(sql, params))
 
     async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
-        async with self._conn.cursor() as cursor:
-            await cursor.executemany(_placeholders(sql), params)
+        if self._pipeline is None:
+            async with self._conn.cursor() as cursor:
+                await cursor.executemany(_placeholders(sql), params)
+            return
+        # psycopg's executemany would sync the pipeline (a round trip of its own): queue
+        # statements instead, an INSERT's rows as one statement per chunk.
+        values = _VALUES.fullmatch(sql)
+        if values is None:
+            for row in params:
+                await self._conn.execute(_placeholders(sql), row)
+            return
+        head, group, tail = values.groups()
+        size = max(1, _MAX_PARAMETERS // max(1, len(group.split(","))))
+        for start in range(0, len(params), size):
+            chunk = params[start : start + size]
+            statement = head + ", ".join([group] * len(chunk)) + tail
+            await self._conn.execute(
+                _placeholders(statement), [value for row in chunk for value in row]
+            )
 
 
 class PostgresDialect(Dialect):
@@ -148,13 +173,20 @@ class PostgresDialect(Dialect):
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_Session]:
+        # BEGIN and COMMIT are queued in the pipeline by hand: psycopg's transaction block
+        # syncs before and after its COMMIT, two round trips more per write.
         try:
-            async with (
-                self._pool.connection() as conn,
-                conn.pipeline() as pipeline,
-                conn.transaction(),
-            ):
-                yield _Session(conn, pipeline)
+            async with self._pool.connection() as conn:
+                try:
+                    async with conn.pipeline() as pipeline:
+                        await conn.execute("BEGIN")
+                        yield _Session(conn, pipeline)
+                        await conn.execute("COMMIT")
+                except BaseException:
+                    if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+                        with suppress(psycopg.Error):  # else the pool discards the connection
+                            await conn.rollback()  # what the failed block queued is undone
+                    raise
         except WorkingMemoryError:
             raise
         except psycopg.Error as exc:
