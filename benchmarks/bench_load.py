@@ -70,7 +70,12 @@ CELL_BUDGET_S = 10.0
 TARGET_RATIO = 1.5
 TARGET_SQLITE_MS = 1.0
 TARGET_SQLITE_SIZE = 10_000
-TARGETS = "load at 100,000 turns within 1.5x of 100 turns; under 1 ms on SQLite at 10,000 turns"
+AGENTS_TARGETS = {"SQLite": 1.0, "PostgreSQL": 1.5, "PostgreSQL analyzed": 1.5}
+"""The most each store's load may take, as a multiple of openai-agents' get_items(K)."""
+TARGETS = (
+    "load at 100,000 turns within 1.5x of 100 turns; under 1 ms on SQLite at 10,000 turns; "
+    "no slower than openai-agents' SQLiteSession.get_items(K) on SQLite, 1.5x on PostgreSQL"
+)
 
 
 # -- measuring -------------------------------------------------------------------------------
@@ -599,7 +604,7 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def target_lines(sizes: list[int], stores: list[Run]) -> list[str]:
+def target_lines(sizes: list[int], stores: list[Run], peers: Sequence[Run] = ()) -> list[str]:
     lines = []
     small, large = min(sizes), max(sizes)
     for run in stores:
@@ -624,6 +629,19 @@ def target_lines(sizes: list[int], stores: list[Run]) -> list[str]:
         )
     else:
         lines.append(f"SQLite: load at {TARGET_SQLITE_SIZE:,} turns: not measured")
+    agents = next((run for run in peers if run.name == "Agents SQLiteSession"), None)
+    for run in stores:
+        limit = AGENTS_TARGETS.get(run.name)
+        if agents is None or agents.note or run.note or limit is None:
+            continue
+        for size in sizes:
+            ours, theirs = run.loads.get(size), agents.loads.get(size)
+            if isinstance(ours, Timing) and isinstance(theirs, Timing):
+                value = ours.median_ms / theirs.median_ms
+                lines.append(
+                    f"{run.name}: load / Agents get_items(K) at {size:,} turns = {value:.2f}x "
+                    f"(target <= {limit:g}x)  {verdict(value <= limit)}"
+                )
     return lines
 
 
@@ -683,7 +701,7 @@ def print_report(
     print_windows(sizes, stores[0], [run for run in peer_runs if not run.note])
     print_build(sizes, stores)
     print("\nTargets (printed, never asserted)")
-    for line in target_lines(sizes, stores):
+    for line in target_lines(sizes, stores, peer_runs):
         print(f"  {line}")
     print("\nWhat each figure times")
     notes = [

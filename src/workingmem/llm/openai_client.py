@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import msgspec
+
 from ..errors import ValidationError
 from ..redaction import redact
 from ..types import MessageIn
@@ -46,6 +48,7 @@ NO_API_KEY = "no-key"
 _MESSAGE_CHARS = 300
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _SHAPE_ERRORS = (AttributeError, TypeError, IndexError, KeyError, ValueError)
+_json_decode = msgspec.json.Decoder().decode
 """What reading a well-parsed answer of the wrong shape raises: the SDK does not validate."""
 
 
@@ -148,16 +151,22 @@ class OpenAIClient:
         fields = self._options(max_tokens, temperature, tools, options)
         if response_format is not None:
             fields["response_format"] = response_format
+        extra = fields.pop("extra_body", {})
+        body = {"model": model, **fields, **extra, "messages": list(messages)}
+        import httpx
+
         try:
-            response = await self._client.chat.completions.create(
-                model=model, **_as_body(messages, fields)
+            # The SDK's own request (its retries, timeouts, errors and headers) for a body we
+            # built and a response we read: its typed transforms of the request and its models
+            # of the answer cost more CPU than the rest of a gateway request.
+            response = await self._client.post(
+                "/chat/completions", body=body, cast_to=httpx.Response
             )
         except self._sdk_errors as exc:
             raise self._error(exc) from exc
         try:
-            return _completion(response, model)
+            return _completion(_decode(response.content), model)
         except _SHAPE_ERRORS as exc:
-            # The SDK builds its models without validation: a wrong shape surfaces here.
             raise LLMError(f"the upstream's answer has the wrong shape: {_cause(exc)}") from exc
 
     async def stream(
@@ -265,30 +274,43 @@ class OpenAIClient:
         await self.aclose()
 
 
-def _completion(response: object, model: str) -> Completion:
-    """The SDK's ChatCompletion as our `Completion`; anything else is an `LLMError`."""
-    from openai.types.chat import ChatCompletion
+def _decode(content: bytes) -> Any:
+    try:
+        return _json_decode(content)
+    except msgspec.DecodeError as exc:
+        raise LLMError(
+            f"the upstream answered with no JSON: {_short(content.decode('utf-8', 'replace'))}"
+        ) from exc
 
-    if not isinstance(response, ChatCompletion):
+
+def _completion(response: Any, model: str) -> Completion:
+    """A chat completion's JSON as our `Completion`; anything else is an `LLMError`."""
+    if not isinstance(response, dict) or response.get("object", "chat.completion") != (
+        "chat.completion"
+    ):
         raise LLMError(f"the upstream answered with no chat completion: {_short(str(response))}")
-    if not response.choices:
+    choices = response.get("choices")
+    if not choices:
         raise LLMError("the upstream answered with no choices")
-    choice = response.choices[0]
-    message = choice.message
-    usage = response.usage
+    choice = choices[0]
+    message = choice["message"]
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise TypeError(f"message content is {type(content).__name__}, not text")
+    usage = response.get("usage") or {}
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(isinstance(call, dict) for call in calls):
+        raise TypeError("tool_calls is not a list of calls")
     return Completion(
-        text=message.content or "",
+        text=content or "",
         usage=Usage(
-            prompt_tokens=usage.prompt_tokens or 0, completion_tokens=usage.completion_tokens or 0
-        )
-        if usage is not None
-        else Usage(),
-        model=response.model or model,
-        finish_reason=choice.finish_reason,
-        tool_calls=tuple(
-            call.model_dump(mode="json", exclude_none=True) for call in message.tool_calls or ()
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
         ),
-        raw=response.model_dump(mode="json", exclude_unset=True),
+        model=response.get("model") or model,
+        finish_reason=choice.get("finish_reason"),
+        tool_calls=tuple({k: v for k, v in call.items() if v is not None} for call in calls),
+        raw=response,
     )
 
 

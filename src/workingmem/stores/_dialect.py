@@ -70,6 +70,11 @@ class Session(Protocol):
         """Runs a statement once per parameter row; queued like `queue`."""
         ...
 
+    async def last(self, sql: str, params: Sequence[object] = ()) -> int:
+        """Runs a write's last statement and commits with it, in one trip; the rows it
+        changed. Nothing may follow it in the transaction."""
+        ...
+
 
 class Dialect(ABC):
     """One database's side of `SQLStore`."""

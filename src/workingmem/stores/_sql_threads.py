@@ -102,9 +102,7 @@ class SQLThreads:
             if found:
                 row, unit = found[0][:9], [r[9] for r in found if r[9] is not None]
             else:
-                row = await self._locked_or_new_thread(
-                    session, tenant_id, thread_id, user_id, stamp
-                )
+                row = await self._new_thread(session, tenant_id, thread_id, user_id, stamp)
                 unit = []
             pk, turn_count, last_unit_seq = row[0], row[4], row[5]
             if after_seq is not None and after_seq < turn_count:
@@ -339,17 +337,21 @@ class SQLThreads:
         self, session: Session, tenant_id: str, thread_id: str, user_id: str | None, stamp: object
     ) -> Row:
         """The thread's row, locked; created (with no turns) when there is none."""
+        row = await session.row(_SELECT_THREAD + self._dialect.lock, (tenant_id, thread_id))
+        return row or await self._new_thread(session, tenant_id, thread_id, user_id, stamp)
+
+    async def _new_thread(
+        self, session: Session, tenant_id: str, thread_id: str, user_id: str | None, stamp: object
+    ) -> Row:
+        """A new thread's row (with no turns), or the existing one, locked, when another
+        writer created it since this transaction looked."""
         row = await session.row(
-            _SELECT_THREAD + self._dialect.lock, (tenant_id, thread_id)
-        ) or await session.row(
             "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING "
             f"RETURNING {THREAD_COLUMNS}",
             (tenant_id, thread_id, user_id, stamp, stamp),
         )
-        if row is None:  # another writer created it between the two statements
-            row = await self._thread_row(session, tenant_id, thread_id, lock=True)
-        return row
+        return row or await self._thread_row(session, tenant_id, thread_id, lock=True)
 
     async def _cut(self, session: Session, pk: int, *, kept: int) -> tuple[int, int]:
         """Removes the turns after seq `kept`, with their counts, and rolls the memory state
@@ -510,13 +512,15 @@ class SQLThreads:
     async def get_memory_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.read() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
             found = await session.row(
-                "SELECT version, summary, facts, turn_count, updated_at FROM memory_states "
-                "WHERE thread_pk = ?",
-                (pk,),
+                "SELECT s.version, s.summary, s.facts, s.turn_count, s.updated_at "
+                "FROM threads AS th LEFT JOIN memory_states AS s ON s.thread_pk = th.id "
+                "WHERE th.tenant_id = ? AND th.thread_id = ?",
+                (tenant_id, thread_id),
             )
-        return WorkingMemoryState() if found is None else self._state(found)
+        if found is None:
+            raise NotFoundError("thread", thread_id)
+        return WorkingMemoryState() if found[0] is None else self._state(found)
 
     async def write_memory_state(
         self, *, tenant_id: str, thread_id: str, write: StateWrite
@@ -649,7 +653,7 @@ class SQLThreads:
     ) -> bool:
         now = _rows.utcnow()
         columns = ", ".join(keys)
-        claimed = await session.run(
+        claimed = await session.last(
             f"INSERT INTO {table} ({columns}, owner, expires_at) VALUES "
             f"({', '.join('?' * (len(keys) + 2))}) ON CONFLICT ({columns}) DO UPDATE SET "
             f"owner = excluded.owner, expires_at = excluded.expires_at "
@@ -667,7 +671,7 @@ class SQLThreads:
         self, session: Session, table: str, keys: Mapping[str, object], owner: str, ttl: float
     ) -> bool:
         where = " AND ".join(f"{column} = ?" for column in keys)
-        renewed = await session.run(
+        renewed = await session.last(
             f"UPDATE {table} SET expires_at = ? WHERE {where} AND owner = ?",
             (self._dialect.stamp(_rows.later(_rows.utcnow(), ttl)), *keys.values(), owner),
         )

@@ -119,6 +119,7 @@ class _Session:
     def __init__(self, conn: Conn, pipeline: AsyncPipeline | None = None) -> None:
         self._conn = conn
         self._pipeline = pipeline
+        self.committed = False
 
     async def _result(self, sql: str, params: Sequence[object]) -> psycopg.AsyncCursor[Row]:
         cursor = await self._conn.execute(*_native(sql, params))
@@ -139,6 +140,15 @@ class _Session:
 
     async def queue(self, sql: str, params: Sequence[object] = ()) -> None:
         await self._conn.execute(*_native(sql, params))
+
+    async def last(self, sql: str, params: Sequence[object] = ()) -> int:
+        if self._pipeline is None:  # pragma: no cover - writes are pipelined
+            return await self.run(sql, params)
+        cursor = await self._conn.execute(*_native(sql, params))
+        await self._conn.execute("COMMIT")
+        await self._pipeline.sync()
+        self.committed = True
+        return cursor.rowcount
 
     async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
         if self._pipeline is None:
@@ -180,8 +190,10 @@ class PostgresDialect(Dialect):
                 try:
                     async with conn.pipeline() as pipeline:
                         await conn.execute("BEGIN")
-                        yield _Session(conn, pipeline)
-                        await conn.execute("COMMIT")
+                        session = _Session(conn, pipeline)
+                        yield session
+                        if not session.committed:
+                            await conn.execute("COMMIT")
                 except BaseException:
                     if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
                         with suppress(psycopg.Error):  # else the pool discards the connection

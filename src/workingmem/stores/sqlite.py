@@ -116,6 +116,7 @@ class _Session:
     def __init__(self, db: Connection, begin: str) -> None:
         self._db = db
         self._pending: list[Step] = [lambda c: _open(c, begin)]
+        self._committed = False
 
     async def _trip(self, last: Callable[[sqlite3.Connection], T]) -> T:
         pending, self._pending = self._pending, []
@@ -143,8 +144,19 @@ class _Session:
     async def run_many(self, sql: str, params: Sequence[Sequence[object]]) -> None:
         self._pending.append(lambda c: c.executemany(sql, params))
 
+    async def last(self, sql: str, params: Sequence[object] = ()) -> int:
+        def run(c: sqlite3.Connection) -> int:
+            changed = c.execute(sql, params).rowcount
+            c.execute("COMMIT")
+            return changed
+
+        changed = await self._trip(run)
+        self._committed = True
+        return changed
+
     async def commit(self) -> None:
-        await self._trip(lambda c: c.execute("COMMIT"))
+        if not self._committed:
+            await self._trip(lambda c: c.execute("COMMIT"))
 
     def end_soon(self) -> None:
         """Ends a read: its COMMIT is queued on the connection, not waited for (every later
