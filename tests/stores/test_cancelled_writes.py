@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pytest
 
 import workingmem as wm
+from tests.conftest import postgres_url
 from workingmem.stores.sqlite import SQLiteDialect
 
 HI = [{"role": "user", "content": "x"}]
@@ -76,3 +79,41 @@ async def test_writes_cancelled_by_an_anyio_scope_leave_the_store_working(
     turns = await store.list_turns(tenant_id=tenant, thread_id="th", limit=100)
     assert [t.seq for t in turns] == list(range(1, len(turns) + 1))
     assert stored[0].seq == len(turns)  # every append before was whole, or not at all
+    for _ in range(12):  # every pooled connection reads what is there (none left half-done)
+        thread = await store.get_thread(tenant_id=tenant, thread_id="th")
+        assert thread.turn_count == len(turns)
+        assert (await store.get_memory_state(tenant_id=tenant, thread_id="th")).version == 0
+
+
+async def test_a_write_cancelled_as_its_pipeline_opens_leaves_no_connection_behind(
+    monkeypatch: pytest.MonkeyPatch, tenant: str
+) -> None:
+    """psycopg can be cancelled inside its pipeline's entry, after the connection went into
+    pipeline mode and before the block could leave it: a connection handed back like that
+    answers every later read of the pool with nothing (a thread, a key "not found"). The store
+    ends such a connection instead. The cancellation is placed there by a hook on the entry
+    and psycopg's own yield after it (`MAX_BUSY_TIME` 0: it yields after every step)."""
+    import psycopg
+    import psycopg.waiting
+
+    async with await wm.open_store(postgres_url()) as store:
+        await store.append(tenant_id=tenant, thread_id="th", messages=HI)
+        entered = asyncio.Event()
+        enter = psycopg.AsyncPipeline._enter_gen
+
+        def entering(self: psycopg.AsyncPipeline) -> Any:
+            yield from enter(self)
+            entered.set()  # the next await is psycopg's yield: the cancellation lands there
+
+        monkeypatch.setattr(psycopg.AsyncPipeline, "_enter_gen", entering)
+        monkeypatch.setattr(psycopg.waiting, "MAX_BUSY_TIME", 0.0)
+        for _ in range(3):
+            entered.clear()
+            task = asyncio.create_task(store.append(tenant_id=tenant, thread_id="th", messages=HI))
+            await entered.wait()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        monkeypatch.undo()
+        for _ in range(12):  # every pooled connection reads what is there
+            thread = await store.get_thread(tenant_id=tenant, thread_id="th")
+            assert thread.turn_count == 1

@@ -194,8 +194,14 @@ class PostgresDialect(Dialect):
                         yield session
                         if not session.committed:
                             await conn.execute("COMMIT")
-                except BaseException:
-                    if not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+                except BaseException as exc:
+                    if not isinstance(exc, Exception) or conn.pgconn.pipeline_status:
+                        # Cancelled mid-protocol (psycopg can be cancelled inside its pipeline's
+                        # entry and leave the connection in pipeline mode, where every later
+                        # read would come back empty): the connection is ended, synchronously,
+                        # so the pool discards it; the server rolls the transaction back.
+                        conn.pgconn.finish()
+                    elif not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
                         with suppress(psycopg.Error):  # else the pool discards the connection
                             await conn.rollback()  # what the failed block queued is undone
                     raise
