@@ -70,3 +70,21 @@ def summarizing_responder(request: dict[str, Any]) -> Reply:
         "facts": facts,
     }
     return Reply(json.dumps(body), prompt_tokens=len(prompt) // 4, completion_tokens=40)
+
+
+def assert_in_provider_order(messages: list[dict[str, Any]]) -> None:
+    """What every provider accepts of a request's messages: one system message first, then a
+    user turn; each tool result right after the assistant turn whose call it answers, every
+    call answered."""
+    assert messages[0]["role"] == "system"
+    assert [m["role"] for m in messages[1:]].count("system") == 0
+    assert messages[1]["role"] == "user"
+    open_calls: set[str] = set()
+    for message in messages[1:]:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] in open_calls, "an orphaned tool result"
+            open_calls.discard(message["tool_call_id"])
+        else:
+            assert not open_calls, f"calls without results: {open_calls}"
+            open_calls = {call["id"] for call in message.get("tool_calls") or ()}
+    assert not open_calls, f"calls without results: {open_calls}"

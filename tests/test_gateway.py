@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from tests.helpers import assistant, summarizing_responder, user
+from tests.helpers import assert_in_provider_order, assistant, summarizing_responder, user
 from workingmem.gateway import Gateway
 from workingmem.gateway_config import GatewayConfig, Overrides
 from workingmem.llm import OpenAIClient
@@ -37,17 +37,7 @@ def assert_provider_valid(request: dict[str, Any], window: int = MODEL.context_w
     """What every provider accepts: system first, then a user turn; every tool result answers
     a call of the assistant turn before it; every call has its result; it fits the window."""
     messages = request["messages"]
-    assert messages[0]["role"] == "system"
-    assert messages[1]["role"] == "user"
-    open_calls: set[str] = set()
-    for message in messages[1:]:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_calls
-            open_calls.discard(message["tool_call_id"])
-        else:
-            assert not open_calls
-            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
-    assert not open_calls
+    assert_in_provider_order(messages)
     assert wm.count_tokens(messages, MODEL) + request.get("max_tokens", 0) <= window
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from tests.helpers import summarizing_responder
+from tests.helpers import assert_in_provider_order, summarizing_responder
 from workingmem.gateway import AskResult, Gateway
 from workingmem.gateway_config import GatewayConfig
 from workingmem.llm import OpenAIClient
@@ -172,18 +172,7 @@ def assert_provider_valid(request: dict[str, Any]) -> None:
     just before it; every call has its result; the request and the answer's reserve fit the
     window (the tool definitions counted as the assembler counts them)."""
     messages = request["messages"]
-    assert messages[0]["role"] == "system"
-    assert [m["role"] for m in messages[1:]].count("system") == 0
-    assert messages[1]["role"] == "user"
-    open_calls: set[str] = set()
-    for message in messages[1:]:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_calls, "an orphaned tool result"
-            open_calls.discard(message["tool_call_id"])
-        else:
-            assert not open_calls, "a tool call without its result"
-            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
-    assert not open_calls, "a tool call without its result"
+    assert_in_provider_order(messages)
     assert request["max_tokens"] == MODEL.max_output_tokens
     tools = TOKENIZER.count_text(json.dumps(request["tools"])) if request.get("tools") else 0
     used = wm.count_tokens(messages, MODEL) + tools + request["max_tokens"]

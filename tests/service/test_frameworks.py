@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
+from tests.helpers import assert_in_provider_order
 from workingmem.llm.testing import ScriptedUpstream
 
 from .live import LiveServer
@@ -43,21 +44,6 @@ def weather(city: str) -> str:
     return "sunny, 21 C"
 
 
-def provider_valid(messages: list[dict[str, Any]]) -> None:
-    """What every provider accepts: one system message first, then a user turn; each tool
-    result right after its call's assistant turn, each call answered."""
-    assert messages[0]["role"] == "system"
-    assert messages[1]["role"] == "user"
-    open_calls: set[str] = set()
-    for message in messages[1:]:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_calls
-            open_calls.discard(message["tool_call_id"])
-            continue
-        assert not open_calls, f"calls without results: {open_calls}"
-        open_calls = {call["id"] for call in message.get("tool_calls") or ()}
-
-
 def check_the_thread(
     api: httpx.Client, upstream: ScriptedUpstream, thread: str, history: int
 ) -> None:
@@ -65,10 +51,10 @@ def check_the_thread(
     bounded by the memory, not by the client's ever longer history; the notes in, once due."""
     turns = stored(api, thread)
     assert len(turns) == history
-    provider_valid([{"role": "system", "content": ""}, *turns])
+    assert_in_provider_order([{"role": "system", "content": ""}, *turns])
     requests = answer_requests(upstream)
     for request in requests:
-        provider_valid(request["messages"])
+        assert_in_provider_order(request["messages"])
     assert max(len(r["messages"]) for r in requests) < history  # the window, not the history
     until(lambda: api.get(f"/v1/threads/{thread}/memory").json()["covered_turns"] >= 8)
     assert api.get(f"/v1/threads/{thread}/memory").json()["summary"]

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import workingmem as wm
+from tests.conftest import postgres_url
 from workingmem.stores.migrations import load_migrations
 
 OWN = "tiktoken:o200k_base"
@@ -68,21 +69,82 @@ class _Stored:
         raise AssertionError("re-counted a turn whose count was stored")
 
 
+async def _stored_counts(url: str) -> tuple[list[int], list[int]]:
+    """Thread "th"'s counts with the first tokenizer and with the other, as the store reads
+    them after migrating (none counted again: `_Stored` would fail)."""
+    async with await wm.open_store(url) as store:
+        tails = [
+            await store.read_tail(
+                tenant_id="t", thread_id="th", tokenizer=_Stored(key), limit=10, tokens=1_000
+            )
+            for key in (OWN, OTHER)
+        ]
+    own, other = ([t.tokens for t in tail.turns] for tail in tails)
+    return own, other
+
+
 async def test_counts_stored_before_they_moved_into_the_turns_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     _database_at(path, 7)
     _counts_written_by_version_7(path)
-    async with await wm.open_store(f"sqlite:///{path}") as store:
-        own = await store.read_tail(
-            tenant_id="t", thread_id="th", tokenizer=_Stored(OWN), limit=10, tokens=1_000
-        )
-        other = await store.read_tail(
-            tenant_id="t", thread_id="th", tokenizer=_Stored(OTHER), limit=10, tokens=1_000
-        )
-    assert [t.tokens for t in own.turns] == [101, 102]
-    assert [t.tokens for t in other.turns] == [201, 202]
+    assert await _stored_counts(f"sqlite:///{path}") == ([101, 102], [201, 202])
     with sqlite3.connect(path) as db:
         moved = db.execute("SELECT seq, tokens FROM turns ORDER BY seq").fetchall()
         left = db.execute("SELECT DISTINCT tokenizer FROM turn_tokens").fetchall()
     assert moved == [(1, 101), (2, 102)]
     assert left == [(OTHER,)]  # the first tokenizer's rows moved, not copied
+
+
+async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) -> None:
+    """The same on PostgreSQL, in a schema of its own laid out as migration 7 left it."""
+    import psycopg
+
+    schema = f"m7_{tenant.replace('-', '_')}"
+    base = postgres_url()
+    url = f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}"
+    stamp = "2026-01-01T00:00:00+00:00"
+    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+        await admin.execute(f"CREATE SCHEMA {schema}")
+    try:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
+            await db.execute(
+                "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            for migration in load_migrations("postgres"):
+                if migration.version > 7:
+                    break
+                for statement in migration.statements:
+                    await db.execute(statement)
+                await db.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                    (migration.version, migration.name),
+                )
+            await db.execute(
+                "INSERT INTO threads (tenant_id, thread_id, turn_count, last_unit_seq, "
+                "tokenizers, created_at, updated_at) VALUES ('t', 'th', 2, 2, %s, %s, %s)",
+                (json.dumps([OWN, OTHER]), stamp, stamp),
+            )
+            for seq, role in ((1, "user"), (2, "assistant")):
+                message = json.dumps({"role": role, "content": f"turn {seq}"})
+                await db.execute(
+                    "INSERT INTO turns (thread_pk, seq, unit_seq, role, message, created_at) "
+                    "SELECT id, %s, %s, %s, %s, %s FROM threads",
+                    (seq, seq, role, message, stamp),
+                )
+                for key, tokens in ((OWN, 100 + seq), (OTHER, 200 + seq)):
+                    await db.execute(
+                        "INSERT INTO turn_tokens SELECT id, %s, %s, %s FROM threads",
+                        (key, seq, tokens),
+                    )
+        assert await _stored_counts(url) == ([101, 102], [201, 202])
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
+            moved = await (
+                await db.execute("SELECT seq, tokens FROM turns ORDER BY seq")
+            ).fetchall()
+            left = await (await db.execute("SELECT DISTINCT tokenizer FROM turn_tokens")).fetchall()
+        assert moved == [(1, 101), (2, 102)]
+        assert left == [(OTHER,)]
+    finally:
+        async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+            await admin.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -32,6 +32,20 @@ async def _summarize(store: wm.Store, tenant: str, covered: int, summary: str) -
     )
 
 
+async def _four_turns_summarized_twice(
+    store: wm.Store, tenant: str, user_id: str | None = None
+) -> None:
+    """Thread "th": four turns, a summary through the second, then one through the fourth."""
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[user("1"), assistant("2"), user("3"), assistant("4")],
+        user_id=user_id,
+    )
+    await _summarize(store, tenant, 2, "first two")
+    await _summarize(store, tenant, 4, "all four")
+
+
 def _roles(turns: list[wm.Turn]) -> list[str]:
     return [t.role for t in turns]
 
@@ -92,13 +106,7 @@ async def test_popped_turns_are_counted_afresh(store: wm.Store, tenant: str) -> 
 
 
 async def test_pop_rolls_the_summary_back_to_what_survives(store: wm.Store, tenant: str) -> None:
-    await store.append(
-        tenant_id=tenant,
-        thread_id="th",
-        messages=[user("1"), assistant("2"), user("3"), assistant("4")],
-    )
-    await _summarize(store, tenant, 2, "first two")
-    await _summarize(store, tenant, 4, "all four")
+    await _four_turns_summarized_twice(store, tenant)
     await store.pop_turns(tenant_id=tenant, thread_id="th")
     state = await store.get_memory_state(tenant_id=tenant, thread_id="th")
     assert (state.summary, state.turn_count) == ("first two", 2)
@@ -238,13 +246,7 @@ async def test_append_after_a_seq_replaces_what_follows_and_rolls_the_summary_ba
 ) -> None:
     """An edit or a regenerate (R27): the turns after the seq go, the summary moves back to a
     version covering only survivors, and the new turns follow, in one transaction."""
-    await store.append(
-        tenant_id=tenant,
-        thread_id="th",
-        messages=[user("1"), assistant("2"), user("3"), assistant("4")],
-    )
-    await _summarize(store, tenant, 2, "first two")
-    await _summarize(store, tenant, 4, "all four")
+    await _four_turns_summarized_twice(store, tenant)
     added = await store.append(
         tenant_id=tenant, thread_id="th", messages=[user("3, edited")], after_seq=2
     )
@@ -274,14 +276,7 @@ async def test_a_fork_starts_as_the_common_turns_with_the_summary_covering_them(
     """A conversation found by its opening forks where two chats part (R27): the new thread
     has the source's turns up to the seq, verbatim, and the newest summary covering only
     them; the source is untouched."""
-    await store.append(
-        tenant_id=tenant,
-        thread_id="th",
-        messages=[user("1"), assistant("2"), user("3"), assistant("4")],
-        user_id="u1",
-    )
-    await _summarize(store, tenant, 2, "first two")
-    await _summarize(store, tenant, 4, "all four")
+    await _four_turns_summarized_twice(store, tenant, user_id="u1")
     fork = await store.fork_thread(
         tenant_id=tenant, source_id="th", thread_id="th-1", through_seq=3
     )

@@ -53,9 +53,7 @@ _OTHER = (
 def _read_tail(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] | None:
     """The thread row and its newest turns, in one snapshot, on the reader's thread: the turns
     are walked newest first and the walk stops where `read` is answered (`_walk`)."""
-    if db.in_transaction:
-        db.execute("ROLLBACK")  # what a cancelled reader left open (the read lock is held)
-    db.execute("BEGIN")
+    _open(db, "BEGIN")  # the read lock is held
     try:
         thread = db.execute(_THREAD, (read.tenant_id, read.thread_id)).fetchone()
         if thread is None:
