@@ -11,23 +11,21 @@ the verbatim tail long, so the token budget, not the turn count, decides many wi
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import workingmem as wm
 from tests.helpers import assert_in_provider_order, summarizing_responder
+from tests.locomo import Exchange, locomo_exchanges
 from workingmem.gateway import AskResult, Gateway
 from workingmem.gateway_config import GatewayConfig
 from workingmem.llm import OpenAIClient
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 PREFIX_TURNS = 160
 """LoCoMo turns replayed (a prefix of the first conversation, cut after a whole exchange)."""
 DRAIN_EVERY = 20
@@ -60,58 +58,10 @@ _THROUGH = re.compile(r"through turn (\d+)")
 # -- the conversation ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Exchange:
-    """One user message and the answer the conversation gives it (consecutive turns of one
-    speaker joined by a newline: LoCoMo has a few)."""
-
-    question: str
-    answer: str
-
-
-def conversation_turns(conversation: dict[str, Any]) -> list[tuple[str, str]]:
-    """(role, text) of every turn, sessions in order; the first speaker is the user; a shared
-    photo keeps its caption (as benchmarks/_data.py reads LoCoMo)."""
-    sessions = sorted(
-        (int(match.group(1)), turns)
-        for key, turns in conversation.items()
-        if (match := re.fullmatch(r"session_(\d+)", key)) and isinstance(turns, list)
-    )
-    turns = [turn for _, session in sessions for turn in session]
-    first = turns[0]["speaker"]
-    return [
-        (
-            "user" if turn["speaker"] == first else "assistant",
-            f"{turn['text']} [shares a photo: {turn['blip_caption']}]"
-            if turn.get("blip_caption")
-            else turn["text"],
-        )
-        for turn in turns
-    ]
-
-
 @pytest.fixture(scope="module")
 def exchanges() -> list[Exchange]:
     """The first whole exchanges of LoCoMo's first conversation, about `PREFIX_TURNS` turns."""
-    if not DATA.is_file():
-        reason = f"no LoCoMo file at {DATA} (the shared data folder beside the repository)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}: CI must have it")
-        pytest.skip(reason)
-    samples = json.loads(DATA.read_text(encoding="utf-8"))
-    grouped: list[tuple[str, list[str]]] = []
-    for role, text in conversation_turns(samples[0]["conversation"])[:PREFIX_TURNS]:
-        if grouped and grouped[-1][0] == role:
-            grouped[-1][1].append(text)
-        else:
-            grouped.append((role, [text]))
-    if grouped[-1][0] == "user":
-        grouped.pop()  # a question without its answer
-    assert [role for role, _ in grouped[:2]] == ["user", "assistant"]
-    return [
-        Exchange("\n".join(question), "\n".join(answer))
-        for (_, question), (_, answer) in zip(grouped[::2], grouped[1::2], strict=True)
-    ]
+    return locomo_exchanges(PREFIX_TURNS)
 
 
 # -- the scripted upstream -------------------------------------------------------------------

@@ -6,6 +6,8 @@ messages
 stores, llm           I/O: never the layers that combine them, nor each other
 memory ... gateway    combine them
 service, cli          on top: the only homes of the web and CLI stacks; nothing imports cli
+integrations          on top of the library, beside service: nothing of the library imports
+                      them, and each framework is imported by its own integration alone
 
 Every import counts, also one inside a function or under ``TYPE_CHECKING``: a deferred import
 still ties the layers together. Each module's source is read with `ast`, not imported, so a
@@ -28,6 +30,15 @@ PACKAGE = Path(workingmem.__file__).resolve().parent
 DRIVERS_AND_SDKS = ("sqlite3", "psycopg", "psycopg_pool", "openai", "httpx", "llama_cpp")
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
 CLI_STACK = ("typer", "rich")
+FRAMEWORKS = {
+    "agents": "workingmem.integrations.openai_agents",
+    "langchain": "workingmem.integrations.langchain",
+    "langchain_core": "workingmem.integrations.langchain",
+    "langgraph": "workingmem.integrations.langchain",
+    "pydantic_ai": "workingmem.integrations.pydantic_ai",
+    "llama_index": "workingmem.integrations.llama_index",
+}
+"""Each agent framework and the one integration module that may import it."""
 
 Imports = Mapping[str, tuple[tuple[str, int], ...]]
 """Module name -> what it imports (absolute names) and on which line."""
@@ -174,6 +185,27 @@ RULES = [
             exempt=("workingmem.service", "workingmem.cli"),
         ),
         id="web-and-cli-stacks-only-on-top",
+    ),
+    pytest.param(
+        Rule(
+            why="integrations adapt the library to frameworks: the library never needs them",
+            importers=("workingmem",),
+            forbidden=("workingmem.integrations",),
+            exempt=("workingmem.integrations",),
+        ),
+        id="nothing-imports-integrations",
+    ),
+    *(
+        pytest.param(
+            Rule(
+                why=f"{framework} is an extra: only {home} may import it",
+                importers=("workingmem",),
+                forbidden=(framework,),
+                exempt=(home,),
+            ),
+            id=f"{framework}-only-in-its-integration",
+        )
+        for framework, home in FRAMEWORKS.items()
     ),
     pytest.param(
         Rule(

@@ -418,5 +418,6 @@ def _loaded(
         strategy=strategy,
         dropped_turns=total - len(window),
         message_tokens=tuple(turn.tokens for turn in window),
+        seqs=tuple(turn.seq for turn in window),
         covered_turns=covered_turns,
     )

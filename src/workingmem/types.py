@@ -388,6 +388,9 @@ class WorkingMemoryLoad:
     message_tokens: tuple[int, ...] = ()
     """Each message's tokens (per-message overhead included), when the memory knows them:
     the assembler then need not count them again. Empty for "unknown"."""
+    seqs: tuple[int, ...] = ()
+    """Each message's seq in its thread, when the memory knows them: an integration reads the
+    window's turns in their own format by them (`Turn.in_format`). Empty for "unknown"."""
 
 
 class UpdateOutcome(enum.StrEnum):
