@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -122,3 +123,29 @@ async def test_close_with_cancel_drops_waiting_jobs_and_stops() -> None:
     await asyncio.wait_for(queue.aclose(cancel=True), timeout=2)
     assert ran == []
     assert queue.depth == 0
+
+
+async def test_a_job_whose_clean_up_swallows_its_cancellation_still_stops_its_worker() -> None:
+    """A job cancelled while its store was closed under it raises from its clean-up, and so
+    replaces the cancellation with an error that it logs: the worker must still stop, or the
+    loop's shutdown waits for it forever."""
+    started = asyncio.Event()
+
+    async def job() -> None:
+        try:
+            started.set()
+            await asyncio.Event().wait()
+        finally:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+    async def swallowing() -> None:
+        with contextlib.suppress(Exception):  # a memory update reports failures, never raises
+            await job()
+
+    queue = BackgroundQueue(workers=1)
+    queue.submit("k", swallowing)
+    await started.wait()
+    [worker] = queue._workers
+    worker.cancel()
+    await asyncio.wait({worker}, timeout=10)  # a bound on failure: it ends at once, or never
+    assert worker.cancelled()

@@ -2,7 +2,7 @@
 
 errors, types         the bottom: errors import nothing of the package, types only errors
 strategies, tokens,   pure: only types, errors and themselves; no driver, SDK or web stack
-messages
+messages, formats
 stores, llm           I/O: never the layers that combine them, nor each other
 memory ... gateway    combine them
 service, cli          on top: the only homes of the web and CLI stacks; nothing imports cli
@@ -147,6 +147,7 @@ RULES = [
     pytest.param(pure("workingmem.strategies"), id="strategies-are-pure"),
     pytest.param(pure("workingmem.tokens"), id="tokens-are-pure"),
     pytest.param(pure("workingmem.messages"), id="messages-are-pure"),
+    pytest.param(pure("workingmem.formats"), id="formats-are-pure"),
     pytest.param(
         Rule(
             why="stores do I/O for the layers above; they never reach up, nor call a model",

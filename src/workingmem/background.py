@@ -130,6 +130,12 @@ class BackgroundQueue:
                     self._waiting[key] = again
                     self._ready.put_nowait(key)
                 self._settle()
+            # A job whose clean-up raised over its cancellation (a store closed under it)
+            # swallowed it: the worker stops all the same, or a loop that shuts down waits for
+            # it forever.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError
 
     def _settle(self) -> None:
         if not self._waiting and not self._running and not self._again:

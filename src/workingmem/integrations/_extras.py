@@ -9,6 +9,5 @@ def missing_extra(extra: str, framework: str) -> ImportError:
     """An ImportError that says which extra installs `framework`: raise it ``from`` the
     original one, so the missing module is still in the traceback."""
     return ImportError(
-        f"workingmem's {framework} integration needs {framework}: "
-        f"pip install 'workingmem[{extra}]'"
+        f"workingmem's {framework} integration needs {framework}: pip install 'workingmem[{extra}]'"
     )

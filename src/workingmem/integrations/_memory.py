@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ..agent_memory import AgentMemory, AgentMemoryConfig
 from ..agent_memory.tools import openai_tools
@@ -35,7 +36,6 @@ from ..errors import NotFoundError, ValidationError
 from ..llm import CallKind, CallMeta, LLMClient, OpenAIClient
 from ..memory import WorkingMemory
 from ..stores import Store, open_store
-from ..strategies import update_due
 from ..tokens import Tokenizer, tokenizer_for
 from ..types import ChatMessage, MessageIn, ModelInfo, NativeItem, Strategy, Turn
 from ._loop import HomeLoop
@@ -52,6 +52,19 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 _PAGE = 500
 _PROFILE = Profile(id="default")
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def on_home_loop(
+    method: Callable[Concatenate[FrameworkMemory, P], Awaitable[T]],
+) -> Callable[Concatenate[FrameworkMemory, P], Coroutine[Any, Any, T]]:
+    """Runs the method on the memory's home loop, whichever loop awaits it (see `HomeLoop`)."""
+
+    async def on_home(self: FrameworkMemory, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.run(lambda: method(self, *args, **kwargs))
+
+    functools.update_wrapper(on_home, method)  # its name and docstring, for help()
+    return on_home
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +157,9 @@ class FrameworkMemory:
         self._memory: WorkingMemory | None = None
         self._queue: BackgroundQueue | None = None
         self._opening: asyncio.Lock | None = None
-        self._loop = HomeLoop()
+        self._loop = HomeLoop(private=self._owns_store)
         self._warned_no_llm = False
+        self._closing: asyncio.Task[None] | None = None
 
     # -- running on the store's loop ---------------------------------------------------------
 
@@ -184,6 +198,7 @@ class FrameworkMemory:
 
     # -- before a model call -----------------------------------------------------------------
 
+    @on_home_loop
     async def context(
         self,
         *,
@@ -244,6 +259,7 @@ class FrameworkMemory:
 
     # -- after a model call ------------------------------------------------------------------
 
+    @on_home_loop
     async def append(
         self,
         *,
@@ -263,6 +279,7 @@ class FrameworkMemory:
         self.update_soon(tenant_id=tenant_id, thread_id=thread_id, user_id=user_id, turns=turns)
         return turns
 
+    @on_home_loop
     async def replace(
         self,
         *,
@@ -282,8 +299,10 @@ class FrameworkMemory:
         self.update_soon(tenant_id=tenant_id, thread_id=thread_id, user_id=user_id, turns=turns)
         return turns
 
-    async def all_turns(self, *, tenant_id: str, thread_id: str) -> list[Turn]:
-        """Every turn of the thread, oldest first; [] for a thread not stored yet."""
+    @on_home_loop
+    async def all_turns(self, *, tenant_id: str, thread_id: str, after_seq: int = 0) -> list[Turn]:
+        """Every turn of the thread after `after_seq`, oldest first, read in pages; [] for a
+        thread not stored yet."""
         store, _, _ = await self._parts()
         turns: list[Turn] = []
         try:
@@ -291,7 +310,7 @@ class FrameworkMemory:
                 page = await store.list_turns(
                     tenant_id=tenant_id,
                     thread_id=thread_id,
-                    after_seq=(turns[-1].seq or 0) if turns else 0,
+                    after_seq=(turns[-1].seq or 0) if turns else after_seq,
                     limit=_PAGE,
                 )
                 turns.extend(page)
@@ -300,6 +319,48 @@ class FrameworkMemory:
         except NotFoundError:
             return []
 
+    @on_home_loop
+    async def tail_turns(self, *, tenant_id: str, thread_id: str, count: int) -> list[Turn]:
+        """The thread's newest `count` turns, oldest first; [] for a thread not stored yet."""
+        store, _, _ = await self._parts()
+        try:
+            thread = await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+        except NotFoundError:
+            return []
+        start = max(0, thread.turn_count - count)
+        return await self.all_turns(tenant_id=tenant_id, thread_id=thread_id, after_seq=start)
+
+    @on_home_loop
+    async def truncate(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        after_seq: int,
+        messages: Sequence[MessageIn | NativeItem] = (),
+        user_id: str | None = None,
+    ) -> list[Turn]:
+        """Removes the turns after `after_seq` and appends `messages` in their place, in one
+        transaction; the summary rolls back to a version that covers only what stays. Nothing
+        happens to a thread not stored yet (unless there are messages to store)."""
+        store, _, _ = await self._parts()
+        try:
+            await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+        except NotFoundError:
+            if not messages:
+                return []
+            return await self.append(
+                tenant_id=tenant_id, thread_id=thread_id, messages=messages, user_id=user_id
+            )
+        return await store.append(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            messages=messages,
+            user_id=user_id,
+            after_seq=after_seq,
+        )
+
+    @on_home_loop
     async def pop(self, *, tenant_id: str, thread_id: str) -> list[Turn]:
         """Removes the newest unit (a turn, or a call with its results); [] when empty."""
         store, _, _ = await self._parts()
@@ -308,6 +369,7 @@ class FrameworkMemory:
         except NotFoundError:
             return []
 
+    @on_home_loop
     async def clear(self, *, tenant_id: str, thread_id: str) -> None:
         """Deletes the thread and all of it (turns, notes, its agent memory); no error when
         there is nothing."""
@@ -322,10 +384,9 @@ class FrameworkMemory:
         thread_id: str,
         user_id: str | None,
         turns: Sequence[Turn] = (),
-        covered_turns: int | None = None,
     ) -> None:
-        """Queues SUMMARY_BUFFER's update of the thread, off the caller's path; nothing under
-        SLIDING_WINDOW, switched-off memory, or before enough new turns (when known)."""
+        """Queues SUMMARY_BUFFER's update of the thread, off the caller's path (the updater
+        reads whether it is due); nothing under SLIDING_WINDOW or switched-off memory."""
         config = self.config
         if not config.enabled or config.strategy is Strategy.SLIDING_WINDOW:
             return
@@ -337,12 +398,6 @@ class FrameworkMemory:
                     "(or set OPENAI_API_KEY); the window works, the notes stay as stored"
                 )
             return
-        if turns and covered_turns is not None:
-            newest = turns[-1].seq or 0
-            if not update_due(
-                turn_count=newest, covered_turns=covered_turns, every=config.update_every_turns
-            ):
-                return
         memory = self._memory
         assert memory is not None, "update_soon follows an append"
         meta = CallMeta(
@@ -369,9 +424,11 @@ class FrameworkMemory:
 
     # -- agent memory ------------------------------------------------------------------------
 
-    def tool_specs(self, *, user_id: str | None = None) -> list[dict[str, Any]]:
+    def tool_specs(
+        self, *, user_id: str | None = None, user_later: bool = False
+    ) -> list[dict[str, Any]]:
         """The agent-memory tools in OpenAI's function format; [] when agent memory is off
-        (or per user and no user is known)."""
+        (or per user and no user is known, unless `user_later`: the run will say who)."""
         config = (
             self._agent_config.config
             if isinstance(self._agent_config, AgentMemory)
@@ -379,10 +436,11 @@ class FrameworkMemory:
         )
         if config is None or not config.enabled:
             return []
-        if config.scope == "user" and user_id is None:
+        if config.scope == "user" and user_id is None and not user_later:
             return []
         return openai_tools(config.mode)
 
+    @on_home_loop
     async def run_tool(
         self,
         name: str,
@@ -402,6 +460,7 @@ class FrameworkMemory:
 
     # -- lifetime ----------------------------------------------------------------------------
 
+    @on_home_loop
     async def when_idle(self) -> None:
         """Returns once the queued summary updates are done (tests, shutdown)."""
         if self._queue is not None:
@@ -413,7 +472,11 @@ class FrameworkMemory:
         self._loop.close()
 
     def close(self) -> None:
-        """`aclose` for synchronous code."""
+        """`aclose` for synchronous code; called on the store's own loop (a sync ``close()``
+        in async code), it closes in a task of that loop instead of blocking it."""
+        if self._loop.on_home():
+            self._closing = asyncio.get_running_loop().create_task(self._close_parts())
+            return
         self.run_sync(self._close_parts)
         self._loop.close()
 

@@ -1,0 +1,230 @@
+"""OpenAI Responses input items as chat turns, and back.
+
+    turns = turns_of(items)                 # NativeItems: the items verbatim, their chat view
+    await store.append(..., messages=turns)
+    items = [item for turn in stored for item in items_of(turn)]   # the items, as given
+
+One chat turn is what the chat format would make one message of: a user (or system,
+developer) message item; an assistant's answer, which in the Responses API is a run of items
+(reasoning, output messages, function calls and hosted tool calls of one response); or one call's
+output. So a turn stores ``{"items": [...]}``: the run of items exactly as given. The view
+carries the answer's text and its calls as ``tool_calls`` (client-side calls only: those whose
+output comes back as an ``*_output`` item), so a call and its outputs form one unit.
+
+The view leaves out what the chat format has no place for (reasoning, hosted tool calls such as
+``web_search_call``): they travel in the items, not in the token count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..errors import ValidationError
+from ..types import Message, NativeItem, Turn
+
+__all__ = ["FORMAT", "items_of", "turns_of"]
+
+FORMAT = "openai.responses"
+_USER_ROLES = ("user", "system", "developer")
+_USER_SIDE_TYPES = ("mcp_approval_response", "item_reference")
+
+
+def turns_of(
+    items: Sequence[Mapping[str, Any]], *, open_calls: Iterable[str] = ()
+) -> list[NativeItem]:
+    """Groups items into chat turns, in order.
+
+    `open_calls`: the calls of the thread's newest assistant turn that have no output yet, so
+    that an output item at the start of `items` answers its call as a tool turn. An output of
+    a call that is not open becomes a user turn (its item kept as given): a history the chat
+    format could not express is stored, not refused.
+    """
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+        raise ValidationError("items", "must be a list of Responses input items")
+    turns: list[NativeItem] = []
+    group: list[dict[str, Any]] = []
+    calls = set(open_calls)
+
+    def flush() -> None:
+        if group:
+            turns.append(_answer(list(group)))
+            calls.clear()
+            calls.update(_client_calls(group))
+            group.clear()
+
+    for index, raw in enumerate(items):
+        if not isinstance(raw, Mapping):
+            raise ValidationError(f"items[{index}]", "must be a Responses input item (a dict)")
+        item = dict(raw)
+        side = _side(item)
+        if side == "assistant":
+            group.append(item)
+            continue
+        flush()
+        call_id = item.get("call_id")
+        if side == "output" and call_id in calls:
+            calls.discard(call_id)
+            turns.append(NativeItem(FORMAT, {"items": [item]}, _tool_view(item)))
+        else:
+            calls.clear()  # a user turn ends the unit: no later output answers its calls
+            turns.append(NativeItem(FORMAT, {"items": [item]}, _user_view(item)))
+    flush()
+    return turns
+
+
+def items_of(turn: Turn) -> list[dict[str, Any]]:
+    """The items a stored turn was made of; a turn written in another format (a chat
+    message, say) as the items that say the same."""
+    original = turn.in_format(FORMAT)
+    if original is not None:
+        return [dict(item) for item in original["items"]]
+    return _items_of_message(turn.to_message())
+
+
+# -- items -> view ---------------------------------------------------------------------------
+
+
+def _side(item: Mapping[str, Any]) -> str:
+    kind = item.get("type")
+    if kind in (None, "message"):
+        return "assistant" if item.get("role") == "assistant" else "user"
+    if not isinstance(kind, str):
+        raise ValidationError("items.type", f"must be a string, got {kind!r}")
+    if kind.endswith("_output"):
+        return "output"
+    if kind in _USER_SIDE_TYPES:
+        return "user"
+    return "assistant"
+
+
+def _client_calls(group: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The call ids of a response's client-side calls (those that get an output item)."""
+    return [
+        str(item["call_id"])
+        for item in group
+        if item.get("type") not in (None, "message") and isinstance(item.get("call_id"), str)
+    ]
+
+
+def _answer(group: list[dict[str, Any]]) -> NativeItem:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for item in group:
+        kind = item.get("type")
+        if kind in (None, "message"):
+            texts.append(_text(item.get("content")))
+        elif isinstance(item.get("call_id"), str):
+            calls.append(_call_view(item))
+    view: Message = {"role": "assistant", "content": "\n".join(t for t in texts if t)}
+    if calls:
+        view = {"role": "assistant", "content": view["content"] or None, "tool_calls": calls}
+    return NativeItem(FORMAT, {"items": group}, view)
+
+
+def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
+    if item.get("type") == "function_call":
+        name, arguments = item.get("name"), item.get("arguments")
+    else:  # computer, shell, custom tool calls: their action is their arguments
+        name = item.get("name") or item.get("type")
+        rest = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
+        arguments = rest.get("input") if isinstance(rest.get("input"), str) else _json(rest)
+    return {
+        "id": item["call_id"],
+        "type": "function",
+        "function": {
+            "name": str(name),
+            "arguments": arguments if isinstance(arguments, str) else _json(arguments),
+        },
+    }
+
+
+def _tool_view(item: Mapping[str, Any]) -> Message:
+    output = item.get("output")
+    text = (
+        output
+        if isinstance(output, str)
+        else _text(output)
+        if isinstance(output, list)
+        else _json(output)
+    )
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": text}
+
+
+def _user_view(item: Mapping[str, Any]) -> Message:
+    if item.get("type") not in (None, "message"):
+        return {"role": "user", "content": _json(item)}
+    content = item.get("content")
+    if isinstance(content, str):
+        return {"role": "user", "content": content}
+    parts: list[dict[str, Any]] = []
+    for part in content if isinstance(content, list) else []:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "input_image" and isinstance(part.get("image_url"), str):
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        elif kind == "input_file":
+            parts.append({"type": "text", "text": f"[file: {part.get('filename') or 'attached'}]"})
+        elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+    if all(part["type"] == "text" for part in parts):
+        return {"role": "user", "content": "\n".join(part["text"] for part in parts)}
+    return {"role": "user", "content": parts}
+
+
+def _text(content: object) -> str:
+    """The text of a message's content: a string, or its text and refusal parts joined."""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, Mapping):
+            text = part.get("text", part.get("refusal"))
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n".join(texts)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# -- view -> items ---------------------------------------------------------------------------
+
+
+def _items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    role = message["role"]
+    content = message.get("content")
+    if role == "tool":
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message["tool_call_id"],
+                "output": _text(content),
+            }
+        ]
+    if role == "user":
+        if isinstance(content, list):
+            parts = [
+                {"type": "input_image", "image_url": part["image_url"]["url"], "detail": "auto"}
+                if part.get("type") == "image_url"
+                else {"type": "input_text", "text": part.get("text", "")}
+                for part in content
+            ]
+            return [{"role": "user", "content": parts}]
+        return [{"role": "user", "content": content or ""}]
+    items: list[dict[str, Any]] = []
+    text = _text(content)
+    if text or not message.get("tool_calls"):
+        items.append({"role": "assistant", "content": text})
+    for call in message.get("tool_calls") or ():
+        function = call["function"]
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call["id"],
+                "name": function["name"],
+                "arguments": function["arguments"],
+            }
+        )
+    return items
