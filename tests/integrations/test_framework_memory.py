@@ -124,3 +124,34 @@ async def test_a_sync_call_on_the_stores_own_loop_is_refused_not_deadlocked(
     await memory.context(tenant_id="t", thread_id="th")  # this loop is now the store's home
     with pytest.raises(RuntimeError, match="async method"):
         memory.run_sync(lambda: memory.all_turns(tenant_id="t", thread_id="th"))
+
+
+async def test_the_memory_text_alone_is_what_the_context_gives_without_the_window(
+    store: wm.Store, tenant: str
+) -> None:
+    agent = wm.AgentMemoryConfig()
+    summary = FrameworkMemory(store=store, agent_memory=agent)
+    sliding = FrameworkMemory(store=store, agent_memory=agent, config=SLIDING)
+    await summary.append(
+        tenant_id=tenant, thread_id="th", messages=[{"role": "user", "content": "hi"}]
+    )
+    await store.write_memory_state(
+        tenant_id=tenant,
+        thread_id="th",
+        write=wm.StateWrite(
+            expected_version=0,
+            summary="Ada plans a trip.",
+            facts=[],
+            turn_count=1,
+            reason="update",
+        ),
+    )
+    context = await summary.context(tenant_id=tenant, thread_id="th")
+    text = await summary.memory_text(tenant_id=tenant, thread_id="th")
+    assert text == context.memory_text
+    assert "Ada plans a trip." in text
+    assert "## Working memory" in text
+    sliding_text = await sliding.memory_text(tenant_id=tenant, thread_id="th")
+    assert sliding_text == (await sliding.context(tenant_id=tenant, thread_id="th")).memory_text
+    assert "Ada plans a trip." not in sliding_text
+    assert await summary.memory_text(tenant_id=tenant, thread_id="none yet") != ""

@@ -36,6 +36,7 @@ from ..errors import NotFoundError, ValidationError
 from ..llm import CallKind, CallMeta, LLMClient, OpenAIClient
 from ..memory import WorkingMemory
 from ..stores import Store, open_store
+from ..strategies import render_notes
 from ..tokens import Tokenizer, tokenizer_for
 from ..types import ChatMessage, MessageIn, ModelInfo, NativeItem, Strategy, Turn
 from ._loop import HomeLoop
@@ -214,11 +215,7 @@ class FrameworkMemory:
         window's share. A thread not stored yet has an empty window.
         """
         store, memory, agent = await self._parts()
-        instructions = ""
-        if self.tool_specs(user_id=user_id) and agent is not None:
-            instructions = await agent.get_working_memory_instructions(
-                tenant_id=tenant_id, conversation_id=thread_id, user_id=user_id
-            )
+        instructions = await self._instructions(agent, tenant_id, thread_id, user_id)
         budget = self.budget_tokens
         if pending:
             tokenizer = self.tokenizer
@@ -245,6 +242,31 @@ class FrameworkMemory:
             tokens=loaded.tokens,
             dropped_turns=loaded.dropped_turns,
             covered_turns=loaded.covered_turns,
+        )
+
+    @on_home_loop
+    async def memory_text(
+        self, *, tenant_id: str, thread_id: str, user_id: str | None = None
+    ) -> str:
+        """`MemoryContext.memory_text` without reading the window: for a framework that asks
+        for its instructions apart from its history (two reads, none of the turns)."""
+        store, _, agent = await self._parts()
+        instructions = await self._instructions(agent, tenant_id, thread_id, user_id)
+        config = _PROFILE.resolve(self.config)
+        notes = ""
+        if config.enabled and config.strategy is not Strategy.SLIDING_WINDOW:
+            with contextlib.suppress(NotFoundError):
+                state = await store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+                notes = render_notes(state)
+        return render_memory_slot(instructions, notes)
+
+    async def _instructions(
+        self, agent: AgentMemory | None, tenant_id: str, thread_id: str, user_id: str | None
+    ) -> str:
+        if agent is None or not self._agent_offered(user_id, user_later=False):
+            return ""
+        return await agent.get_working_memory_instructions(
+            tenant_id=tenant_id, conversation_id=thread_id, user_id=user_id
         )
 
     async def _turns_at(
@@ -429,16 +451,23 @@ class FrameworkMemory:
     ) -> list[dict[str, Any]]:
         """The agent-memory tools in OpenAI's function format; [] when agent memory is off
         (or per user and no user is known, unless `user_later`: the run will say who)."""
-        config = (
-            self._agent_config.config
-            if isinstance(self._agent_config, AgentMemory)
-            else self._agent_config
-        )
-        if config is None or not config.enabled:
+        if not self._agent_offered(user_id, user_later=user_later):
             return []
-        if config.scope == "user" and user_id is None and not user_later:
-            return []
+        config = self._agent_settings
+        assert config is not None
         return openai_tools(config.mode)
+
+    @property
+    def _agent_settings(self) -> AgentMemoryConfig | None:
+        agent = self._agent_config
+        return agent.config if isinstance(agent, AgentMemory) else agent
+
+    def _agent_offered(self, user_id: str | None, *, user_later: bool) -> bool:
+        """Agent memory is on, and there is whose document it is (a user, for one per user)."""
+        config = self._agent_settings
+        if config is None or not config.enabled:
+            return False
+        return config.scope != "user" or user_id is not None or user_later
 
     @on_home_loop
     async def run_tool(

@@ -324,7 +324,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     async def when_idle(self) -> None:
         """Returns once the queued summary updates are done (tests, shutdown)."""
-        await self.memory.run(self.memory.when_idle)
+        await self.memory.when_idle()
 
     async def aclose(self) -> None:
         """Finishes the queued updates, closes what this middleware opened."""

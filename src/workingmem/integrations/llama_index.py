@@ -208,7 +208,7 @@ class WorkingMemoryBuffer(BaseMemory):
 
     async def when_idle(self) -> None:
         """Returns once the queued summary updates are done (tests, shutdown)."""
-        await self._memory.run(self._memory.when_idle)
+        await self._memory.when_idle()
 
     async def aclose(self) -> None:
         """Finishes the queued updates, then closes what this buffer opened."""

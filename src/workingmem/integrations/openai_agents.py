@@ -222,16 +222,12 @@ class WorkingMemorySession:
         """Removes every item; the summary rolls back with them (the thread's agent-memory
         document stays: `delete()` forgets everything)."""
         tenant, _ = self._ids(wrapper)
-        await self.memory.run(
-            lambda: self.memory.truncate(tenant_id=tenant, thread_id=self.session_id, after_seq=0)
-        )
+        await self.memory.truncate(tenant_id=tenant, thread_id=self.session_id, after_seq=0)
 
     async def delete(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Deletes the thread and everything of it: items, notes, its agent memory."""
         tenant, _ = self._ids(wrapper)
-        await self.memory.run(
-            lambda: self.memory.clear(tenant_id=tenant, thread_id=self.session_id)
-        )
+        await self.memory.clear(tenant_id=tenant, thread_id=self.session_id)
 
     # -- the model's input -------------------------------------------------------------------
 
@@ -250,13 +246,11 @@ class WorkingMemorySession:
             pending = [
                 turn.message for turn in turns_of([cast(Mapping[str, Any], i) for i in new_items])
             ]
-            context = await self.memory.run(
-                lambda: self.memory.context(
-                    tenant_id=tenant,
-                    thread_id=self.session_id,
-                    user_id=user,
-                    pending=cast(Sequence[MessageIn], pending),
-                )
+            context = await self.memory.context(
+                tenant_id=tenant,
+                thread_id=self.session_id,
+                user_id=user,
+                pending=cast(Sequence[MessageIn], pending),
             )
             count = sum(len(items_of(turn)) for turn in context.turns)
             window = history[len(history) - min(count, len(history)) :] if count else []
@@ -295,10 +289,8 @@ class WorkingMemorySession:
 
         async def invoke(context: ToolContext[Any], arguments: str) -> str:
             tenant, user = self._ids(context)
-            return await self.memory.run(
-                lambda: self.memory.run_tool(
-                    name, arguments, tenant_id=tenant, thread_id=self.session_id, user_id=user
-                )
+            return await self.memory.run_tool(
+                name, arguments, tenant_id=tenant, thread_id=self.session_id, user_id=user
             )
 
         return FunctionTool(
@@ -313,7 +305,7 @@ class WorkingMemorySession:
 
     async def when_idle(self) -> None:
         """Returns once the queued summary updates are done."""
-        await self.memory.run(self.memory.when_idle)
+        await self.memory.when_idle()
 
     async def aclose(self) -> None:
         """Finishes the queued updates and closes the store this session opened."""

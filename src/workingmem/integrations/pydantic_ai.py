@@ -27,10 +27,9 @@ async; ``run_sync`` runs them on its own loop: close the capability with `close`
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from pydantic import ValidationError as PydanticValidationError
 
@@ -74,7 +73,6 @@ FORMAT = "pydantic_ai"
 _PART = "request-part"
 """The mark of a turn holding one part of a request stored whole on a later turn."""
 
-T = TypeVar("T")
 _View = tuple[int | None, Message]
 """A chat turn of a message, with the index of the part it comes from (None: the whole)."""
 
@@ -132,7 +130,6 @@ class WorkingMemoryCapability(AbstractCapability[Any]):
             cheap_model=cheap_model,
             agent_memory=agent_memory,
         )
-        self._first_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return (
@@ -164,9 +161,7 @@ class WorkingMemoryCapability(AbstractCapability[Any]):
         """The model reads the thread's window, then this run's messages (for this request
         only: the run's own history stays as the run made it)."""
         current = [m for m in request_context.messages if m.run_id == ctx.run_id]
-        context = await self._on_memory(
-            lambda: self.memory.context(**self._ids, pending=chat_messages(current))
-        )
+        context = await self.memory.context(**self._ids, pending=chat_messages(current))
         request_context.messages = _assemble(_messages_from_turns(context.turns), current)
         return request_context
 
@@ -184,56 +179,41 @@ class WorkingMemoryCapability(AbstractCapability[Any]):
         before the memory. A request of only system prompts stores nothing (the agent gives
         its prompts again in each run)."""
         items = _native_items(messages)
-        return await self._on_memory(lambda: self.memory.append(**self._ids, messages=items))
+        return await self.memory.append(**self._ids, messages=items)
 
     async def all_messages(self) -> list[ModelMessage]:
         """The whole thread, oldest first, as the runs produced it."""
-        turns = await self._on_memory(
-            lambda: self.memory.all_turns(tenant_id=self.tenant_id, thread_id=self.thread_id)
-        )
+        turns = await self.memory.all_turns(tenant_id=self.tenant_id, thread_id=self.thread_id)
         return _messages_from_turns(turns)
 
     async def clear(self) -> None:
         """Forgets the thread: its turns, notes and agent-memory document."""
-        await self._on_memory(
-            lambda: self.memory.clear(tenant_id=self.tenant_id, thread_id=self.thread_id)
-        )
+        await self.memory.clear(tenant_id=self.tenant_id, thread_id=self.thread_id)
 
     async def when_idle(self) -> None:
         """Returns once the queued summary updates are done."""
-        await self._on_memory(self.memory.when_idle)
+        await self.memory.when_idle()
 
     async def aclose(self) -> None:
         """Finishes the queued updates, then closes what this capability opened."""
         await self.memory.aclose()
 
     def close(self) -> None:
-        """`aclose` from synchronous code. After ``agent.run_sync`` the store lives on the
-        loop run_sync runs on, stopped between runs: it is closed there."""
-        loop = self._first_loop
-        if loop is not None and not loop.is_running() and not loop.is_closed():
-            loop.run_until_complete(self.memory.aclose())
-        else:
-            self.memory.close()
+        """`aclose` from synchronous code (after ``agent.run_sync``, say)."""
+        self.memory.close()
 
     @property
     def _ids(self) -> dict[str, Any]:
         return {"tenant_id": self.tenant_id, "thread_id": self.thread_id, "user_id": self.user_id}
 
-    async def _on_memory(self, work: Callable[[], Awaitable[T]]) -> T:
-        if self._first_loop is None:  # the memory's home loop, which it claims on first use
-            self._first_loop = asyncio.get_running_loop()
-        return await self.memory.run(work)
-
     async def _memory_text(self, ctx: RunContext[Any]) -> str:
-        context = await self._on_memory(lambda: self.memory.context(**self._ids))
-        return context.memory_text
+        return await self.memory.memory_text(**self._ids)
 
     def _tool(self, function: dict[str, Any]) -> Tool[Any]:
         name = function["name"]
 
         async def call(**arguments: Any) -> str:
-            return await self._on_memory(lambda: self.memory.run_tool(name, arguments, **self._ids))
+            return await self.memory.run_tool(name, arguments, **self._ids)
 
         return Tool.from_schema(
             call,
