@@ -179,6 +179,33 @@ def test_malformed_messages_name_the_field(message: Any, field: str, reason: str
     assert reason in caught.value.reason
 
 
+@pytest.mark.parametrize(
+    ("message", "fits"),
+    [
+        pytest.param({"role": "user", "content": "\u00e9" * 500_000}, True, id="2-byte-chars-fit"),
+        pytest.param(
+            {"role": "user", "content": "\u00e9" * 530_000}, False, id="2-byte-chars-over"
+        ),
+        pytest.param({"role": "user", "content": "\x01" * 170_000}, True, id="escapes-fit"),
+        pytest.param({"role": "user", "content": "\x01" * 180_000}, False, id="escapes-over"),
+        pytest.param(
+            {"role": "tool", "content": "x" * 1000 + "\ud800", "tool_call_id": "c"},
+            False,
+            id="surrogate-in-tool-result",
+        ),
+    ],
+)
+def test_size_limit_counts_serialized_bytes(message: dict[str, Any], fits: bool) -> None:
+    """The limit is on the message's JSON in UTF-8: multi-byte characters and escapes count
+    for what they take, however the check gets there."""
+    if fits:
+        assert normalize_messages([message]) == [message]
+    else:
+        with pytest.raises(wm.ValidationError) as caught:
+            normalize_messages([message])
+        assert caught.value.field == "messages[0]"
+
+
 def test_sdk_dumps_with_null_extras_are_accepted() -> None:
     """An assistant message dumped from the OpenAI SDK carries empty extras: they are dropped."""
     dumped: dict[str, object] = {

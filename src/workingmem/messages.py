@@ -241,11 +241,7 @@ def _normalize_one(item: object, path: str) -> Message:
     if name is not None and role != "tool":
         message["name"] = check_id(f"{path}.name", name)
 
-    size = _serialized_size(message, path)
-    if size > MAX_MESSAGE_BYTES:
-        raise ValidationError(
-            path, f"is {size} bytes once serialized; the limit is {MAX_MESSAGE_BYTES}"
-        )
+    _check_size(message, path)
     return message
 
 
@@ -328,13 +324,39 @@ def _normalize_tool_calls(tool_calls: object, path: str) -> list[dict[str, Any]]
     return calls
 
 
-def _serialized_size(message: MessageIn, path: str) -> int:
+_JSON_BYTES_PER_CHAR = 6
+"""The most one character of a string takes in a message's JSON (an escape: ``\\u001f``)."""
+_JSON_FRAME_BYTES = 64
+"""More than a text message's keys and punctuation take."""
+
+
+def _not_unicode(path: str) -> ValidationError:
+    return ValidationError(path, "contains text that is not valid Unicode (a lone surrogate)")
+
+
+def _check_size(message: Message, path: str) -> None:
+    """Rejects a message over `MAX_MESSAGE_BYTES` once serialized, or with text that is not
+    valid Unicode. A text message far under the limit is not serialized for it (the store
+    serializes each message once, as it writes it): its strings are only encoded."""
+    content = message.get("content")
+    if isinstance(content, str) and "tool_calls" not in message:
+        texts = (content, message.get("name") or "", message.get("tool_call_id") or "")
+        try:
+            for text in texts:
+                text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(path) from exc
+        bound = _JSON_FRAME_BYTES + _JSON_BYTES_PER_CHAR * sum(len(text) for text in texts)
+        if bound <= MAX_MESSAGE_BYTES:
+            return
     try:
-        return len(dumps_message(message).encode("utf-8"))
+        size = len(dumps_message(message).encode("utf-8"))
     except UnicodeEncodeError as exc:
+        raise _not_unicode(path) from exc
+    if size > MAX_MESSAGE_BYTES:
         raise ValidationError(
-            path, "contains text that is not valid Unicode (a lone surrogate)"
-        ) from exc
+            path, f"is {size} bytes once serialized; the limit is {MAX_MESSAGE_BYTES}"
+        )
 
 
 @dataclass(slots=True)

@@ -16,9 +16,12 @@ import pytest
 
 import workingmem as wm
 from tests.conftest import postgres_url
+from workingmem.stores._dialect import KnownAppend
 from workingmem.stores.sqlite import SQLiteDialect
 
 HI = [{"role": "user", "content": "x"}]
+LATE = {"role": "user", "content": "late"}
+GPT_4O = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
 
 
 async def test_a_transaction_a_cancelled_writer_left_open_is_ended(tmp_path: Path) -> None:
@@ -109,7 +112,11 @@ async def test_a_write_cancelled_as_its_pipeline_opens_leaves_no_connection_behi
         monkeypatch.setattr(psycopg.waiting, "MAX_BUSY_TIME", 0.0)
         for _ in range(3):
             entered.clear()
-            task = asyncio.create_task(store.append(tenant_id=tenant, thread_id="th", messages=HI))
+            # after_seq: a replace is written in a pipeline (an append that opens a unit on a
+            # thread the store knows is one statement, without one)
+            task = asyncio.create_task(
+                store.append(tenant_id=tenant, thread_id="th", messages=HI, after_seq=1)
+            )
             await entered.wait()
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -117,3 +124,33 @@ async def test_a_write_cancelled_as_its_pipeline_opens_leaves_no_connection_behi
         for _ in range(12):  # every pooled connection reads what is there
             thread = await store.get_thread(tenant_id=tenant, thread_id="th")
             assert thread.turn_count == 1
+
+
+async def test_an_append_that_reaches_the_database_after_a_later_write_writes_nothing(
+    tenant: str,
+) -> None:
+    """PostgreSQL writes an append to a thread the store has read in one statement; once
+    sent, a cancelled one still runs, whenever the server gets to it. Sent late (after
+    another write), it must not land out of order: it expects the turn count it saw, which
+    is gone. The late arrival is placed by holding the statement back."""
+    async with await wm.open_store(postgres_url()) as store:
+        assert isinstance(store, wm.SQLStore)
+        dialect = store._dialect
+        await store.append(tenant_id=tenant, thread_id="th", messages=HI)
+        await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=GPT_4O, limit=10)
+        held: list[KnownAppend] = []
+        send = dialect.append_known
+
+        async def cancelled_before_the_server_runs_it(write: KnownAppend) -> int | None:
+            held.append(write)
+            raise asyncio.CancelledError
+
+        dialect.append_known = cancelled_before_the_server_runs_it  # type: ignore[method-assign]
+        with pytest.raises(asyncio.CancelledError):
+            await store.append(tenant_id=tenant, thread_id="th", messages=[LATE])
+        dialect.append_known = send  # type: ignore[method-assign]
+        await store.append(tenant_id=tenant, thread_id="th", messages=HI)  # the later write
+        assert await send(held[0]) is None  # arrives now
+        turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+        assert [t.content for t in turns] == ["x", "x"]
+        assert (await store.get_thread(tenant_id=tenant, thread_id="th")).turn_count == 2

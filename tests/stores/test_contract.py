@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 import workingmem as wm
 from tests.conftest import open_backend
 from tests.helpers import assistant, tool, user
+from workingmem.stores.base import Tail
 
 pytestmark = pytest.mark.asyncio
 
@@ -371,15 +374,25 @@ async def test_concurrent_appends_to_one_thread_lose_nothing(
     assert sorted(str(t.content) for t in turns) == sorted(f"m{i}" for i in range(20))
 
 
+@asynccontextmanager
+async def two_stores(backend: str, tmp_path: Path) -> AsyncIterator[tuple[wm.Store, wm.Store]]:
+    """Two stores on one database: two workers."""
+    first = await open_backend(backend, tmp_path)
+    second = await open_backend(backend, tmp_path)
+    try:
+        yield first, second
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_two_store_instances_share_the_database(
     backend: str, tmp_path: Path, tenant: str
 ) -> None:
     """Two stores on one database (two workers) see each other's turns; reopening migrates
     nothing twice."""
-    first = await open_backend(backend, tmp_path)
-    second = await open_backend(backend, tmp_path)
-    try:
+    async with two_stores(backend, tmp_path) as (first, second):
         await asyncio.gather(
             *(
                 (first if i % 2 else second).append(
@@ -390,9 +403,85 @@ async def test_two_store_instances_share_the_database(
         )
         turns = await second.list_turns(tenant_id=tenant, thread_id="th")
         assert [t.seq for t in turns] == list(range(1, 11))
-    finally:
-        await first.aclose()
-        await second.aclose()
+
+
+GPT_4O = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+GPT_4 = wm.tokenizer_for(wm.ModelInfo(id="gpt-4", context_window=1000))
+
+
+async def _read(store: wm.ThreadStore, tenant: str, tok: wm.Tokenizer) -> Tail:
+    return await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tok, limit=100)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_two_writers_that_read_the_thread_number_every_turn_once(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """Writers that know the thread (they read it) append at once: every turn once, seqs
+    dense, each turn counted at append; a tool call's result sent through the other writer
+    joins the call's unit."""
+    async with two_stores(backend, tmp_path) as (first, second):
+        await first.append(tenant_id=tenant, thread_id="th", messages=[user("start")])
+        for store in (first, second):
+            await _read(store, tenant, GPT_4O)
+        await asyncio.gather(
+            *(
+                (first if i % 2 else second).append(
+                    tenant_id=tenant,
+                    thread_id="th",
+                    messages=[user(f"q{i}"), assistant(f"a{i}")],
+                )
+                for i in range(8)
+            )
+        )
+        await first.append(
+            tenant_id=tenant, thread_id="th", messages=[user("look"), assistant(None, "c1")]
+        )
+        await second.append(tenant_id=tenant, thread_id="th", messages=[tool("c1")])
+        turns = (await _read(first, tenant, _never_counting(GPT_4O))).turns
+        assert [t.seq for t in turns] == list(range(1, 21))
+        assert [t.unit_seq for t in turns[-3:]] == [18, 19, 19]
+        for i in range(8):
+            (question,) = [t for t in turns if t.message["content"] == f"q{i}"]
+            assert turns[question.seq].message["content"] == f"a{i}"
+        stored = await second.list_turns(tenant_id=tenant, thread_id="th")
+        assert [t.tokens for t in turns] == [GPT_4O.count_message(t.to_message()) for t in stored]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_an_append_counts_with_a_tokenizer_another_writer_registered(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """A writer that last saw the thread with one tokenizer, after another writer read it
+    for a second model: its append is counted with both."""
+    async with two_stores(backend, tmp_path) as (first, second):
+        await first.append(tenant_id=tenant, thread_id="th", messages=[user("hi")])
+        await _read(first, tenant, GPT_4O)
+        await _read(second, tenant, GPT_4)
+        await first.append(tenant_id=tenant, thread_id="th", messages=[assistant("hello")])
+        for tok in (GPT_4O, GPT_4):
+            tail = await _read(second, tenant, _never_counting(tok))
+            assert tail.turns[-1].tokens == tok.count_message(assistant("hello"))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_an_append_after_another_writer_recreated_the_thread_goes_to_the_new_one(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    async with two_stores(backend, tmp_path) as (first, second):
+        await first.append(tenant_id=tenant, thread_id="th", messages=[user("old")] * 3)
+        await _read(first, tenant, GPT_4O)
+        await second.delete_thread(tenant_id=tenant, thread_id="th")
+        await second.append(tenant_id=tenant, thread_id="th", messages=[user("new")])
+        await _read(second, tenant, GPT_4O)
+        appended = await first.append(
+            tenant_id=tenant, thread_id="th", messages=[assistant("answer")]
+        )
+        assert [t.seq for t in appended] == [2]
+        turns = await second.list_turns(tenant_id=tenant, thread_id="th")
+        assert [(t.seq, t.content) for t in turns] == [(1, "new"), (2, "answer")]
+        thread = await second.get_thread(tenant_id=tenant, thread_id="th")
+        assert thread.turn_count == 2
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["UNCOUNTED_PAGE", "Dialect", "Row", "Session", "TailRead"]
+__all__ = ["UNCOUNTED_PAGE", "Dialect", "KnownAppend", "Row", "Session", "TailRead"]
 
 Row = tuple[Any, ...]
 
@@ -44,6 +44,27 @@ class TailRead:
     """Enough turns to pass this many tokens, and no more: the newest turns through the first
     whose counts add up past it (fewer when the thread is shorter, or some turn is not
     counted yet; the caller reads further back when it must)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnownAppend:
+    """New turns for the end of a thread whose tokenizers the writer knows: their seqs are
+    relative (1 is the turn after the thread's last), so the rows can be written without
+    reading the thread first. Only for turns that open a new unit (a tool result must see
+    its call)."""
+
+    tenant_id: str
+    thread_id: str
+    turn_count: int
+    tokenizers: str
+    """The thread's turn count and tokenizers column as the writer last saw them (the
+    counts are made for these): the write is refused (None) when the row says otherwise."""
+    user_id: str | None
+    stamp: object
+    turns: list[tuple[int, int, str, str, str, str | None, int | None]]
+    """(seq, unit_seq, role, message JSON, format, item JSON, own count), seqs relative."""
+    others: list[tuple[str, int, int]]
+    """(tokenizer key, relative seq, tokens) with the thread's other tokenizers."""
 
 
 class Session(Protocol):
@@ -114,6 +135,16 @@ class Dialect(ABC):
         """One trip (SQLite's thread, PostgreSQL's round trip), one snapshot: the thread row
         (9 columns) and its newest turns as `read` asks, newest first, each as (seq,
         unit_seq, message, cached count or NULL); None for a missing thread."""
+
+    appends_known = False
+    """Whether `append_known` writes in one trip what an ordinary append writes in two."""
+
+    async def append_known(self, write: KnownAppend) -> int | None:
+        """One statement: `write`'s turns after the thread's last, its turn count and unit
+        moved on, when its row still has `write`'s turn count and tokenizers; the seq the
+        relative ones count from, or None (no such thread, another turn count, other
+        tokenizers): nothing was written, and the caller appends the ordinary way."""
+        return None
 
     @abstractmethod
     async def migrate(self) -> None:

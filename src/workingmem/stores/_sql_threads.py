@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
@@ -25,7 +26,8 @@ from ..messages import (
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows
-from ._dialect import Dialect, Row, Session, TailRead
+from ._dialect import Dialect, KnownAppend, Row, Session, TailRead
+from ._known import KnownThreads
 from .base import StateWrite, Tail
 
 __all__ = ["THREAD_COLUMNS", "SQLThreads"]
@@ -55,6 +57,7 @@ class SQLThreads:
     """The ThreadStore methods of `SQLStore`."""
 
     _dialect: Dialect
+    _known: KnownThreads
 
     def _thread(self, row: Row) -> Thread:
         return Thread(
@@ -95,6 +98,10 @@ class SQLThreads:
         clean, origins = normalize_turns(messages)
         now = _rows.utcnow()
         stamp = self._dialect.stamp(now)
+        if after_seq is None and clean and clean[0]["role"] != "tool":
+            known = await self._append_known(tenant_id, thread_id, user_id, stamp, clean, origins)
+            if known is not None:
+                return _appended(known, origins, now)
         async with self._dialect.write() as session:
             found = await session.rows(
                 _SELECT_WITH_UNIT + self._dialect.lock_of("th"), (tenant_id, thread_id)
@@ -139,15 +146,56 @@ class SQLThreads:
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
                 (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
             )
-        return [
-            Turn.from_message(
-                t.message,
-                seq=t.seq,
-                created_at=now,
-                format=origin.format,
-                item=origin.item,
+        self._known.saw(tenant_id, thread_id, prepared.turns[-1].seq, row[6])
+        return _appended(prepared.turns, origins, now)
+
+    async def _append_known(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        stamp: object,
+        clean: Sequence[Any],
+        origins: Sequence[Origin],
+    ) -> list[PlannedTurn] | None:
+        """New turns that open a unit, written in one trip when the dialect can and the
+        thread is as this process last saw it; None when it was not (nothing written)."""
+        known = self._known.get(tenant_id, thread_id) if self._dialect.appends_known else None
+        if known is None:
+            return None
+        prepared = _rows.plan_append(
+            clean,
+            turn_count=0,
+            open_unit=None,
+            tokenizer_keys=_rows.tokenizers_of(known.tokenizers),
+        )
+        base = await self._dialect.append_known(
+            KnownAppend(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                turn_count=known.turn_count,
+                tokenizers=known.tokenizers,
+                user_id=user_id,
+                stamp=stamp,
+                turns=[
+                    (t.seq, t.unit_seq, t.message["role"], text, o.format, o.text, n)
+                    for t, text, o, n in zip(
+                        prepared.turns,
+                        prepared.serialized,
+                        origins,
+                        prepared.counts.own,
+                        strict=True,
+                    )
+                ],
+                others=prepared.counts.others,
             )
-            for t, origin in zip(prepared.turns, origins, strict=True)
+        )
+        if base is None:
+            return None
+        self._known.saw(tenant_id, thread_id, base + len(prepared.turns), known.tokenizers)
+        return [
+            PlannedTurn(seq=t.seq + base, unit_seq=t.unit_seq + base, message=t.message)
+            for t in prepared.turns
         ]
 
     async def pop_turns(self, *, tenant_id: str, thread_id: str) -> list[Turn]:
@@ -470,24 +518,28 @@ class SQLThreads:
             raise NotFoundError("thread", thread_id)
         row, tail = found
         turns, missing = _rows.counted_tail(tokenizer, tail)
+        column: str | None = row[6]
         if missing or tokenizer.key not in _rows.tokenizers_of(row[6]):
-            await self._remember_counts(row[0], tokenizer.key, missing)
+            column = await self._remember_counts(row[0], tokenizer.key, missing)
+        if column is not None:
+            self._known.saw(tenant_id, thread_id, row[4], column)
         return Tail(thread=self._thread(row), turns=turns)
 
-    async def _remember_counts(self, pk: int, key: str, counts: dict[int, int]) -> None:
-        """Stores counts made by a read, and registers the tokenizer for later appends."""
+    async def _remember_counts(self, pk: int, key: str, counts: dict[int, int]) -> str | None:
+        """Stores counts made by a read, and registers the tokenizer for later appends; the
+        thread's tokenizers column after it (None: the thread was deleted meanwhile)."""
         async with self._dialect.write() as session:
             found = await session.row(
                 "SELECT tokenizers FROM threads WHERE id = ?" + self._dialect.lock, (pk,)
             )
             if found is None:
-                return  # the thread was deleted meanwhile
-            keys = _rows.tokenizers_of(found[0])
+                return None
+            column: str = found[0]
+            keys = _rows.tokenizers_of(column)
             if key not in keys:
                 keys = [*keys, key]
-                await session.queue(
-                    "UPDATE threads SET tokenizers = ? WHERE id = ?", (json.dumps(keys), pk)
-                )
+                column = json.dumps(keys)
+                await session.queue("UPDATE threads SET tokenizers = ? WHERE id = ?", (column, pk))
             if counts and keys[0] == key:  # the thread's own counts, in the turns' rows
                 await session.run_many(
                     "UPDATE turns SET tokens = ? WHERE thread_pk = ? AND seq = ? "
@@ -500,6 +552,7 @@ class SQLThreads:
                     "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     [(pk, key, seq, tokens) for seq, tokens in counts.items()],
                 )
+        return column
 
     # -- memory state ------------------------------------------------------------------------
 
@@ -684,3 +737,13 @@ class SQLThreads:
         await session.queue(
             f"DELETE FROM {table} WHERE {where} AND owner = ?", (*keys.values(), owner)
         )
+
+
+def _appended(turns: Sequence[PlannedTurn], origins: Sequence[Origin], now: datetime) -> list[Turn]:
+    """What `append` returns: the stored turns as `Turn`s."""
+    return [
+        Turn.from_message(
+            t.message, seq=t.seq, created_at=now, format=origin.format, item=origin.item
+        )
+        for t, origin in zip(turns, origins, strict=True)
+    ]

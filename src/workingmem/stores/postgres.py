@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
-from ._dialect import UNCOUNTED_PAGE, Dialect, Row, TailRead
+from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
 from ._sql_threads import THREAD_COLUMNS
 from .migrations import load_migrations
 from .sql import SQLStore
@@ -85,6 +85,32 @@ that no plan reads the whole thread when the statistics are stale): the turns ar
 head of the unit of the first turn that passes the goal (a window takes units whole); a turn
 not counted yet leaves the goal undecided, and `UNCOUNTED_PAGE` turns from it are read for the
 caller to count."""
+_APPEND_KNOWN = """
+WITH th AS (
+  UPDATE threads SET turn_count = turn_count + %(count)s,
+                     last_unit_seq = turn_count + %(last_unit)s, updated_at = %(now)s
+  WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s
+    AND turn_count = %(turn_count)s AND tokenizers = %(tokenizers)s
+  RETURNING id, turn_count - %(count)s AS base),
+own AS (
+  INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, item,
+                     tokens)
+  SELECT th.id, th.base + v.seq, th.base + v.unit_seq, v.role, %(user_id)s::text, v.message,
+         %(now)s, v.format, v.item, v.tokens
+  FROM th, unnest(%(seqs)b::integer[], %(units)b::integer[], %(roles)b::text[],
+                  %(messages)b::text[], %(formats)b::text[], %(items)b::text[],
+                  %(tokens)b::integer[]) AS v(seq, unit_seq, role, message, format, item, tokens)),
+others AS (
+  INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens)
+  SELECT th.id, o.tokenizer, th.base + o.seq, o.tokens
+  FROM th, unnest(%(other_keys)b::text[], %(other_seqs)b::integer[],
+                  %(other_tokens)b::integer[]) AS o(tokenizer, seq, tokens))
+SELECT base FROM th
+"""
+"""`PostgresDialect.append_known`: the thread's row locked and moved on by its UPDATE (a
+concurrent writer waits, then this one finds the row it left, and writes nothing when the turn
+count it expects is gone), the turns numbered after it, in one statement: atomic on its own,
+one round trip."""
 _SCAN_TOKENS_PER_TURN = 20
 """The token goal's count scan is bounded at goal / this + 32 turns (LoCoMo turns average 35;
 a thread of shorter turns costs one more read, never a wrong window)."""
@@ -97,10 +123,28 @@ def _placeholders(sql: str) -> str:
     return sql.replace("?", "%s")
 
 
-_VALUES = re.compile(r"(INSERT INTO .+? VALUES )(\([?, ]+\))(.*)", re.DOTALL)
-"""An INSERT of one row of parameters: its rows can travel as one statement."""
-_MAX_PARAMETERS = 30_000
-"""Parameters per statement (PostgreSQL allows 65,535)."""
+_INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)", re.DOTALL)
+"""An INSERT of one row of parameters: its rows can travel as one statement of arrays."""
+_ARRAY_TYPES = {"thread_pk": "bigint", "created_at": "timestamptz"} | dict.fromkeys(
+    ("seq", "unit_seq", "tokens", "version", "turn_count"), "integer"
+)
+"""The element type of a batched column (any other is text)."""
+
+
+@lru_cache(maxsize=64)
+def _unnest(sql: str) -> str | None:
+    """An INSERT of one row as the INSERT of many from one array per column (``unnest``):
+    one statement whose text does not grow with its rows, so the server parses it once and
+    psycopg adapts a few arrays instead of thousands of parameters; None for another
+    statement."""
+    found = _INSERT.fullmatch(sql)
+    if found is None:
+        return None
+    table, columns, _, tail = found.groups()
+    arrays = ", ".join(
+        f"%b::{_ARRAY_TYPES.get(column.strip(), 'text')}[]" for column in columns.split(",")
+    )
+    return f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays}){tail}"
 
 
 def _native(sql: str, params: Sequence[object]) -> tuple[str, Sequence[object] | None]:
@@ -156,20 +200,13 @@ class _Session:
                 await cursor.executemany(_placeholders(sql), params)
             return
         # psycopg's executemany would sync the pipeline (a round trip of its own): queue
-        # statements instead, an INSERT's rows as one statement per chunk.
-        values = _VALUES.fullmatch(sql)
-        if values is None:
+        # statements instead, an INSERT's rows as one statement.
+        batched = _unnest(sql)
+        if batched is None:
             for row in params:
                 await self._conn.execute(_placeholders(sql), row)
             return
-        head, group, tail = values.groups()
-        size = max(1, _MAX_PARAMETERS // max(1, len(group.split(","))))
-        for start in range(0, len(params), size):
-            chunk = params[start : start + size]
-            statement = head + ", ".join([group] * len(chunk)) + tail
-            await self._conn.execute(
-                _placeholders(statement), [value for row in chunk for value in row]
-            )
+        await self._conn.execute(batched, [list(column) for column in zip(*params, strict=True)])
 
 
 class PostgresDialect(Dialect):
@@ -240,7 +277,6 @@ class PostgresDialect(Dialect):
         return value
 
     async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
-        # One statement, one round trip, outside a transaction block (its own snapshot).
         scan = read.limit
         if read.tokens is not None:
             scan = min(read.limit, read.tokens // _SCAN_TOKENS_PER_TURN + 32)
@@ -253,15 +289,51 @@ class PostgresDialect(Dialect):
             "limit": read.limit,
             "scan": scan,
         }
-        try:
-            async with self._pool.connection() as conn:
-                cursor = await conn.execute(_TAIL, params)
-                rows = await cursor.fetchall()
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL failed: {exc}") from exc
+        rows = await self._statement(_TAIL, params)
         if not rows:
             return None
         return rows[0][:9], [row[9:] for row in rows[1:]]
+
+    appends_known = True
+
+    async def append_known(self, write: KnownAppend) -> int | None:
+        columns = list(zip(*write.turns, strict=True))
+        others = list(zip(*write.others, strict=True)) or [(), (), ()]
+        params = {
+            "tenant_id": write.tenant_id,
+            "thread_id": write.thread_id,
+            "turn_count": write.turn_count,
+            "tokenizers": write.tokenizers,
+            "user_id": write.user_id,
+            "now": write.stamp,
+            "count": len(write.turns),
+            "last_unit": write.turns[-1][1],
+            **{
+                name: list(column)
+                for name, column in zip(
+                    ("seqs", "units", "roles", "messages", "formats", "items", "tokens"),
+                    columns,
+                    strict=True,
+                )
+            },
+            **{
+                name: list(column)
+                for name, column in zip(
+                    ("other_keys", "other_seqs", "other_tokens"), others, strict=True
+                )
+            },
+        }
+        rows = await self._statement(_APPEND_KNOWN, params)
+        return int(rows[0][0]) if rows else None
+
+    async def _statement(self, sql: str, params: dict[str, Any]) -> list[Row]:
+        """One statement outside a transaction block: one round trip, atomic on its own."""
+        try:
+            async with self._pool.connection() as conn:
+                cursor = await conn.execute(sql, params)
+                return await cursor.fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL failed: {exc}") from exc
 
     async def migrate(self) -> None:
         for migration in load_migrations("postgres"):
@@ -286,6 +358,14 @@ class PostgresDialect(Dialect):
         await self._pool.close()
 
 
+async def _configure(conn: Conn) -> None:
+    # The store's statements are prepared after a few runs (psycopg); their plans should not
+    # depend on the values: each is bounded by its keys (the tail read by seq), and with fresh
+    # statistics the server otherwise plans the tail read again on every run (custom plans),
+    # which costs more than running it.
+    await conn.execute("SET plan_cache_mode = force_generic_plan")
+
+
 class PostgresStore(SQLStore):
     """The `SQLStore` on PostgreSQL."""
 
@@ -295,7 +375,12 @@ class PostgresStore(SQLStore):
         # Autocommit: a single-statement read is one round trip; writes open their own
         # transaction blocks.
         pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            url, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": True}
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True},
+            configure=_configure,
         )
         try:
             await pool.open(wait=True, timeout=15)

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Self
 
 from ._dialect import Dialect
+from ._known import KnownThreads
 from ._sql_documents import SQLDocuments
 from ._sql_keys import SQLKeys
 from ._sql_threads import SQLThreads
@@ -27,6 +28,7 @@ class SQLStore(SQLThreads, SQLDocuments, SQLKeys):
 
     def __init__(self, dialect: Dialect) -> None:
         self._dialect = dialect
+        self._known = KnownThreads()
 
     async def aclose(self) -> None:
         """Closes the connections; the store is unusable afterwards."""

@@ -1,0 +1,177 @@
+"""Appending to a thread: one message and a batch of 100, SQLite and PostgreSQL, beside
+openai-agents' `SQLiteSession.add_items` (which counts no tokens and checks no units).
+
+    scripts/with-postgres .venv/bin/python benchmarks/bench_append.py
+    .venv/bin/python benchmarks/bench_append.py --repeat 50      # SQLite only
+
+Each contender appends LoCoMo turns to a thread that already holds 200 (its tokenizer
+registered, as after a first load, so every append counts its turns); rounds interleave the
+contenders so that a change in the machine's load hits them alike. Median and p95 in ms, and
+the round trips of one append (PostgreSQL: the statements or pipeline syncs it waits for).
+Ratios first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import workingmem as wm
+from workingmem.tokens import tokenizer_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cli import add_store_options
+from _data import Message, load_conversations, thread_messages
+
+MODEL = wm.ModelInfo(id="gpt-4o", context_window=128_000)
+START_TURNS = 200
+BATCH = 100
+TARGET_ONE_MS = 2.0
+TARGET_BATCH_RATIO = 1.5
+
+Append = Callable[[list[Message]], Awaitable[Any]]
+
+
+class Feed:
+    """LoCoMo turns, handed out in order, round and round."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self._messages = messages
+        self._at = 0
+
+    def take(self, count: int) -> list[Message]:
+        taken = []
+        for _ in range(count):
+            taken.append(self._messages[self._at % len(self._messages)])
+            self._at += 1
+        return taken
+
+
+async def our_append(store: wm.ThreadStore, feed: Feed) -> Append:
+    tenant, thread = "bench", f"append-{uuid.uuid4().hex[:8]}"
+    await store.append(tenant_id=tenant, thread_id=thread, messages=feed.take(START_TURNS))
+    await store.read_tail(
+        tenant_id=tenant, thread_id=thread, tokenizer=tokenizer_for(MODEL), limit=START_TURNS
+    )
+
+    async def append(messages: list[Message]) -> Any:
+        return await store.append(tenant_id=tenant, thread_id=thread, messages=messages)
+
+    return append
+
+
+async def agents_append(folder: Path, feed: Feed) -> Append:
+    from agents import SQLiteSession
+
+    session = SQLiteSession("bench", folder / "agents.db")
+    await session.add_items(list(feed.take(START_TURNS)))  # type: ignore[arg-type]
+
+    async def append(messages: list[Message]) -> Any:
+        return await session.add_items(list(messages))  # type: ignore[arg-type]
+
+    return append
+
+
+async def timed(append: Append, feed: Feed, count: int) -> int:
+    messages = feed.take(count)
+    started = time.perf_counter_ns()
+    await append(messages)
+    return time.perf_counter_ns() - started
+
+
+def ms(samples: Sequence[int]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) / 1e6, ordered[int(len(ordered) * 0.95) - 1] / 1e6
+
+
+async def run(args: argparse.Namespace, messages: list[Message]) -> dict[str, dict[int, list[int]]]:
+    feed = Feed(messages)
+    contenders: dict[str, Append] = {}
+    stores: list[wm.ThreadStore] = []
+    with tempfile.TemporaryDirectory() as folder:
+        sqlite = await wm.open_store(str(Path(folder) / "memory.db"))
+        stores.append(sqlite)
+        contenders["ours, SQLite"] = await our_append(sqlite, feed)
+        if args.postgres:
+            postgres = await wm.open_store(args.postgres)
+            stores.append(postgres)
+            contenders["ours, PostgreSQL"] = await our_append(postgres, feed)
+        contenders["Agents SQLiteSession"] = await agents_append(Path(folder), feed)
+        samples: dict[str, dict[int, list[int]]] = {name: {1: [], BATCH: []} for name in contenders}
+        for round_ in range(args.repeat + 5):
+            for name, append in contenders.items():
+                for count in (1, BATCH):
+                    elapsed = await timed(append, feed, count)
+                    if round_ >= 5:  # warm-up rounds
+                        samples[name][count].append(elapsed)
+        for store in stores:
+            await store.aclose()
+    return samples
+
+
+def report(samples: dict[str, dict[int, list[int]]]) -> None:
+    ours_sqlite = samples["ours, SQLite"]
+    postgres = samples.get("ours, PostgreSQL")
+    agents = samples["Agents SQLiteSession"]
+    print("## Ratios (medians)\n")
+    print("| ratio | 1 message | batch of 100 |\n| --- | --- | --- |")
+
+    def ratio(a: dict[int, list[int]], b: dict[int, list[int]]) -> str:
+        return " | ".join(
+            f"{statistics.median(a[n]) / statistics.median(b[n]):.2f}x" for n in (1, BATCH)
+        )
+
+    print(f"| ours SQLite / Agents SQLiteSession | {ratio(ours_sqlite, agents)} |")
+    if postgres:
+        print(f"| ours PostgreSQL / ours SQLite | {ratio(postgres, ours_sqlite)} |")
+    print("\n## Milliseconds per append, median (p95)\n")
+    print("| contender | 1 message | batch of 100 |\n| --- | --- | --- |")
+    for name, by_count in samples.items():
+        cells = []
+        for count in (1, BATCH):
+            median, p95 = ms(by_count[count])
+            cells.append(f"{median:.3f} ({p95:.3f})")
+        print(f"| {name} | {' | '.join(cells)} |")
+    if postgres:
+        one = ms(postgres[1])[0]
+        batch = statistics.median(postgres[BATCH]) / statistics.median(ours_sqlite[BATCH])
+        print("\n## Targets\n")
+        print(
+            f"- PostgreSQL, one message <= {TARGET_ONE_MS} ms: {one:.3f} ms "
+            f"{'PASS' if one <= TARGET_ONE_MS else 'MISS'}"
+        )
+        print(
+            f"- PostgreSQL batch of {BATCH} <= {TARGET_BATCH_RATIO}x SQLite's: {batch:.2f}x "
+            f"{'PASS' if batch <= TARGET_BATCH_RATIO else 'MISS'}"
+        )
+    else:
+        print("\nPostgreSQL not measured (no --postgres URL).")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=100, help="timed rounds (default: 100)")
+    add_store_options(parser)
+    args = parser.parse_args(argv)
+    if args.repeat < 2:
+        parser.error("--repeat must be at least 2")
+    try:
+        conversations = load_conversations(args.data)
+    except (OSError, ValueError) as exc:
+        print(f"bench_append: {exc}", file=sys.stderr)
+        return 2
+    messages = thread_messages(conversations, 3_000)
+    report(asyncio.run(run(args, messages)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
