@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 from .config import WorkingMemoryConfig
 from .gateway_config import GatewayConfig
@@ -110,6 +111,7 @@ def choose_upstream(
     config: GatewayConfig | None = None,
     timeout: float = 60.0,
     max_retries: int = 2,
+    http: Literal["httpx", "aiohttp"] = "httpx",
 ) -> Upstream:
     """A configured OpenAI-compatible upstream, else the local model.
 
@@ -120,7 +122,7 @@ def choose_upstream(
     base_url, api_key = _configured(base_url, api_key)
     if base_url or api_key:
         client = OpenAIClient(
-            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, http=http
         )
         return Upstream(
             client=client,

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import openai
 import pytest
 
+from tests.llm.conftest import Http
 from workingmem.errors import ValidationError
 from workingmem.llm import CallKind, CallMeta, Completion, LLMClient, LLMError, OpenAIClient, Usage
 from workingmem.llm.openai_client import NO_API_KEY
@@ -35,8 +36,10 @@ def upstream() -> Iterator[ScriptedUpstream]:
 
 
 @pytest.fixture
-async def client(upstream: ScriptedUpstream) -> AsyncIterator[OpenAIClient]:
-    async with OpenAIClient(base_url=upstream.base_url, timeout=5.0, max_retries=2) as opened:
+async def client(upstream: ScriptedUpstream, http: Http) -> AsyncIterator[OpenAIClient]:
+    async with OpenAIClient(
+        base_url=upstream.base_url, timeout=5.0, max_retries=2, http=http
+    ) as opened:
         yield opened
 
 
@@ -174,11 +177,13 @@ async def test_huge_error_body_gives_a_short_message(
     assert len(str(caught.value)) < 400
 
 
-async def test_timeout(upstream: ScriptedUpstream) -> None:
+async def test_timeout(upstream: ScriptedUpstream, http: Http) -> None:
     """An answer later than the timeout is a retryable LLMError with no status."""
     upstream.push(Delay(3.0))
 
-    async with OpenAIClient(base_url=upstream.base_url, timeout=0.5, max_retries=0) as client:
+    async with OpenAIClient(
+        base_url=upstream.base_url, timeout=0.5, max_retries=0, http=http
+    ) as client:
         with pytest.raises(LLMError) as caught:
             await complete(client)
 
@@ -199,11 +204,11 @@ async def test_timeout_is_retried_like_the_rest(upstream: ScriptedUpstream) -> N
     assert len(upstream.requests) == 2
 
 
-async def test_dropped_connection(upstream: ScriptedUpstream) -> None:
+async def test_dropped_connection(upstream: ScriptedUpstream, http: Http) -> None:
     """A connection closed without an answer is a retryable LLMError with no status."""
     upstream.push(Drop())
 
-    async with OpenAIClient(base_url=upstream.base_url, max_retries=0) as client:
+    async with OpenAIClient(base_url=upstream.base_url, max_retries=0, http=http) as client:
         with pytest.raises(LLMError) as caught:
             await complete(client)
 
@@ -283,6 +288,7 @@ async def test_is_an_llm_client() -> None:
         pytest.param({"timeout": 0}, id="zero-timeout"),
         pytest.param({"max_retries": -1}, id="negative-retries"),
         pytest.param({"max_tokens_param": "tokens"}, id="unknown-param"),
+        pytest.param({"http": "requests"}, id="unknown-transport"),
     ],
 )
 def test_bad_settings_are_rejected(options: dict[str, object]) -> None:

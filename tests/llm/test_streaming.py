@@ -13,6 +13,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.llm.conftest import Http
 from tests.llm.test_guarded_client import FakeProvider
 from workingmem.llm import (
     CallKind,
@@ -53,8 +54,10 @@ def upstream() -> Iterator[ScriptedUpstream]:
 
 
 @pytest.fixture
-async def client(upstream: ScriptedUpstream) -> AsyncIterator[OpenAIClient]:
-    async with OpenAIClient(base_url=upstream.base_url, timeout=5.0, max_retries=0) as opened:
+async def client(upstream: ScriptedUpstream, http: Http) -> AsyncIterator[OpenAIClient]:
+    async with OpenAIClient(
+        base_url=upstream.base_url, timeout=5.0, max_retries=0, http=http
+    ) as opened:
         yield opened
 
 

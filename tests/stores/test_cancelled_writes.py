@@ -127,30 +127,29 @@ async def test_a_write_cancelled_as_its_pipeline_opens_leaves_no_connection_behi
 
 
 async def test_an_append_that_reaches_the_database_after_a_later_write_writes_nothing(
-    tenant: str,
+    store: wm.Store, tenant: str
 ) -> None:
-    """PostgreSQL writes an append to a thread the store has read in one statement; once
-    sent, a cancelled one still runs, whenever the server gets to it. Sent late (after
-    another write), it must not land out of order: it expects the turn count it saw, which
-    is gone. The late arrival is placed by holding the statement back."""
-    async with await wm.open_store(postgres_url()) as store:
-        assert isinstance(store, wm.SQLStore)
-        dialect = store._dialect
-        await store.append(tenant_id=tenant, thread_id="th", messages=HI)
-        await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=GPT_4O, limit=10)
-        held: list[KnownAppend] = []
-        send = dialect.append_known
+    """An append to a thread the store has read is one statement (PostgreSQL) or one call
+    (SQLite); once sent, a cancelled one still runs, whenever the database gets to it. Sent
+    late (after another write), it must not land out of order: it expects the turn count it
+    saw, which is gone. The late arrival is placed by holding the write back."""
+    assert isinstance(store, wm.SQLStore)
+    dialect = store._dialect
+    await store.append(tenant_id=tenant, thread_id="th", messages=HI)
+    await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=GPT_4O, limit=10)
+    held: list[KnownAppend] = []
+    send = dialect.append_known
 
-        async def cancelled_before_the_server_runs_it(write: KnownAppend) -> int | None:
-            held.append(write)
-            raise asyncio.CancelledError
+    async def cancelled_before_the_server_runs_it(write: KnownAppend) -> int | None:
+        held.append(write)
+        raise asyncio.CancelledError
 
-        dialect.append_known = cancelled_before_the_server_runs_it  # type: ignore[method-assign]
-        with pytest.raises(asyncio.CancelledError):
-            await store.append(tenant_id=tenant, thread_id="th", messages=[LATE])
-        dialect.append_known = send  # type: ignore[method-assign]
-        await store.append(tenant_id=tenant, thread_id="th", messages=HI)  # the later write
-        assert await send(held[0]) is None  # arrives now
-        turns = await store.list_turns(tenant_id=tenant, thread_id="th")
-        assert [t.content for t in turns] == ["x", "x"]
-        assert (await store.get_thread(tenant_id=tenant, thread_id="th")).turn_count == 2
+    dialect.append_known = cancelled_before_the_server_runs_it  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await store.append(tenant_id=tenant, thread_id="th", messages=[LATE])
+    dialect.append_known = send  # type: ignore[method-assign]
+    await store.append(tenant_id=tenant, thread_id="th", messages=HI)  # the later write
+    assert await send(held[0]) is None  # arrives now
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == ["x", "x"]
+    assert (await store.get_thread(tenant_id=tenant, thread_id="th")).turn_count == 2

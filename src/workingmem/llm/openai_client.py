@@ -63,6 +63,9 @@ class OpenAIClient:
             and the host closes it (`aclose` leaves it open).
         max_tokens_param: The request field for `max_tokens`: ``max_tokens`` (every
             OpenAI-compatible server) or ``max_completion_tokens`` (OpenAI's reasoning models).
+        http: The SDK's HTTP transport: ``"httpx"`` (its default) or ``"aiohttp"`` (its
+            ``openai[aiohttp]`` extra: less CPU per request under load; `workingmem serve`
+            takes it when installed). Not used with `client`.
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class OpenAIClient:
         max_retries: int = 2,
         client: openai.AsyncOpenAI | None = None,
         max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        http: Literal["httpx", "aiohttp"] = "httpx",
     ) -> None:
         if not timeout > 0:
             raise ValidationError("timeout", f"must be > 0 seconds, got {timeout!r}")
@@ -84,6 +88,8 @@ class OpenAIClient:
                 "max_tokens_param",
                 f"must be 'max_tokens' or 'max_completion_tokens', got {max_tokens_param!r}",
             )
+        if http not in ("httpx", "aiohttp"):
+            raise ValidationError("http", f"must be 'httpx' or 'aiohttp', got {http!r}")
         import openai  # here, not at module level: see the module docstring
 
         self._owns_client = client is None
@@ -93,6 +99,7 @@ class OpenAIClient:
                 api_key=api_key or os.environ.get("OPENAI_API_KEY") or NO_API_KEY,
                 timeout=timeout,
                 max_retries=max_retries,
+                **({"http_client": _aiohttp_client(timeout)} if http == "aiohttp" else {}),
             )
         self._client = client
         self._configured = bool(
@@ -503,3 +510,24 @@ def _body(
     body = dict(fields or {})
     extra = body.pop("extra_body", {})
     return {"model": model, **body, **extra, "messages": list(messages)}
+
+
+def aiohttp_available() -> bool:
+    """Whether the SDK's aiohttp transport can be used (``openai[aiohttp]`` installed)."""
+    import importlib.util
+
+    import openai
+
+    return (
+        hasattr(openai, "DefaultAioHttpClient") and importlib.util.find_spec("aiohttp") is not None
+    )
+
+
+def _aiohttp_client(timeout: float) -> Any:
+    import openai
+
+    if not aiohttp_available():
+        raise ImportError(
+            "http='aiohttp' needs the SDK's aiohttp transport: pip install 'openai[aiohttp]>=1.80'"
+        )
+    return openai.DefaultAioHttpClient(timeout=timeout)

@@ -33,6 +33,7 @@ from ..embedded import choose_upstream
 from ..errors import ValidationError
 from ..gateway import Gateway
 from ..gateway_config import Profiles
+from ..llm.openai_client import aiohttp_available
 from ..stores import open_store
 from ..stores.keys import ApiKeyStore
 from .errors import install_error_handlers
@@ -128,6 +129,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             config=settings.gateway,
             timeout=settings.upstream_timeout,
             max_retries=settings.upstream_max_retries,
+            http="aiohttp" if aiohttp_available() else "httpx",  # the server extra has it
         )
         stack.push_async_callback(upstream.aclose)
         logger.info("answering with %s", upstream.description)

@@ -30,7 +30,7 @@ from ._dialect import Dialect, KnownAppend, Row, Session, TailRead
 from ._known import KnownThreads
 from .base import StateWrite, Tail
 
-__all__ = ["THREAD_COLUMNS", "SQLThreads"]
+__all__ = ["INSERT_TURN", "INSERT_TURN_TOKENS", "THREAD_COLUMNS", "SQLThreads"]
 
 THREAD_COLUMNS = (
     "id, tenant_id, thread_id, user_id, turn_count, last_unit_seq, tokenizers, created_at, "
@@ -47,10 +47,14 @@ _SELECT_WITH_UNIT = (
 an append needs, in the statement that locks the row."""
 _TURN_COLUMNS = "seq, message, created_at, format, item"
 """A turn as `_turn` reads it back."""
-_INSERT_TURN = (
+INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
     "item, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+INSERT_TURN_TOKENS = (
+    "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) VALUES (?, ?, ?, ?)"
+)
+"""A turn's count with a tokenizer other than its thread's first."""
 
 
 class SQLThreads:
@@ -358,7 +362,7 @@ class SQLThreads:
         """Queues the rows of new turns: each with its chat text, origin and own count, and
         the counts with the thread's other tokenizers."""
         await session.run_many(
-            _INSERT_TURN,
+            INSERT_TURN,
             [
                 (
                     pk,
@@ -377,7 +381,7 @@ class SQLThreads:
         )
         if counts.others:
             await session.run_many(
-                "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) VALUES (?, ?, ?, ?)",
+                INSERT_TURN_TOKENS,
                 [(pk, key, seq, tokens) for key, seq, tokens in counts.others],
             )
 

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 
 from ..errors import StoreError
 from . import _rows
-from ._dialect import UNCOUNTED_PAGE, Dialect, Row, TailRead
-from ._sql_threads import THREAD_COLUMNS
+from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
+from ._sql_threads import INSERT_TURN, INSERT_TURN_TOKENS, THREAD_COLUMNS
 from ._sqlite_thread import Connection
 from .migrations import load_migrations
 from .sql import SQLStore
@@ -178,6 +178,46 @@ def _open(db: sqlite3.Connection, begin: str) -> None:
     db.execute(begin)
 
 
+_MOVE_ON = (
+    "UPDATE threads SET turn_count = turn_count + ?, last_unit_seq = turn_count + ?, "
+    "updated_at = ? WHERE tenant_id = ? AND thread_id = ? AND turn_count = ? AND tokenizers = ? "
+    "RETURNING id, turn_count - ?"
+)
+
+
+def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
+    """`SQLiteDialect.append_known` in the writer's thread: one trip, one transaction."""
+    _open(db, "BEGIN IMMEDIATE")
+    count = len(write.turns)
+    found = db.execute(
+        _MOVE_ON,
+        (
+            count,
+            write.turns[-1][1],
+            write.stamp,
+            write.tenant_id,
+            write.thread_id,
+            write.turn_count,
+            write.tokenizers,
+            count,
+        ),
+    ).fetchone()
+    if found is None:
+        db.execute("ROLLBACK")
+        return None
+    pk, base = found
+    db.executemany(
+        INSERT_TURN,
+        [
+            (pk, base + seq, base + unit, role, write.user_id, message, write.stamp, fmt, item, n)
+            for seq, unit, role, message, fmt, item, n in write.turns
+        ],
+    )
+    db.executemany(INSERT_TURN_TOKENS, [(pk, key, base + seq, n) for key, seq, n in write.others])
+    db.execute("COMMIT")
+    return int(base)
+
+
 def _rollback(db: sqlite3.Connection) -> None:
     if db.in_transaction:
         db.execute("ROLLBACK")
@@ -196,18 +236,25 @@ class SQLiteDialect(Dialect):
         self._read_lock = self._write_lock if reader is writer else asyncio.Lock()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[_Session]:
+    async def _writing(self) -> AsyncIterator[None]:
+        """The writer's connection, this task's until the block ends; a transaction the block
+        leaves open (it failed, or was cancelled) is rolled back."""
         async with self._write_lock:
-            session = _Session(self._writer, "BEGIN IMMEDIATE")
             try:
-                yield session
-                await session.commit()
+                yield
             except sqlite3.Error as exc:
                 self._writer.submit(_rollback)
                 raise StoreError(f"SQLite failed: {exc}") from exc
             except BaseException:
                 self._writer.submit(_rollback)  # queued at once, run even if this task is cancelled
                 raise
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[_Session]:
+        async with self._writing():
+            session = _Session(self._writer, "BEGIN IMMEDIATE")
+            yield session
+            await session.commit()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[_Session]:
@@ -235,6 +282,12 @@ class SQLiteDialect(Dialect):
                 return await self._reader.call(lambda db: _read_tail(db, read))
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite failed: {exc}") from exc
+
+    appends_known = True
+
+    async def append_known(self, write: KnownAppend) -> int | None:
+        async with self._writing():
+            return await self._writer.call(lambda db: _append_known(db, write))
 
     async def migrate(self) -> None:
         async with self.write() as session:
