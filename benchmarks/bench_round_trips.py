@@ -133,13 +133,24 @@ async def run(url: str) -> dict[str, int]:
                 wm.OpenAIClient(base_url=upstream.base_url, api_key="k") as llm,
                 wm.Gateway(store=store, llm=llm) as gateway,
             ):
+                asked = iter(range(1_000_000))
 
                 async def ask() -> None:
-                    await gateway.ask(tenant_id=tenant, thread_id="asked", message="Hello")
+                    # a new question each time (the same one again on a thread of one exchange
+                    # would be a regenerate)
+                    message = f"Question {next(asked)}"
+                    await gateway.ask(tenant_id=tenant, thread_id="asked", message=message)
                     await gateway.when_idle()
 
                 await ask()  # the thread exists and its counts are cached from here on
                 results["Gateway.ask (SUMMARY_BUFFER, update not due)"] = await measure("ask", ask)
+
+                async def ask_new() -> None:
+                    thread = f"new-{uuid.uuid4().hex[:8]}"
+                    await gateway.ask(tenant_id=tenant, thread_id=thread, message="Hello")
+                    await gateway.when_idle()
+
+                results["Gateway.ask, a new thread"] = await measure("ask new", ask_new)
     return results
 
 

@@ -449,6 +449,65 @@ async def test_two_writers_that_read_the_thread_number_every_turn_once(
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_writers_that_found_no_thread_create_it_once(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """Two writers that read a thread before it existed (a first request) append at once:
+    one thread, every turn once, numbered from 1; a first append the store refuses (a tool
+    result answering nothing) still creates nothing."""
+    async with two_stores(backend, tmp_path) as (first, second):
+        for store in (first, second):
+            for thread in ("th", "refused"):
+                with pytest.raises(wm.NotFoundError):
+                    await store.read_tail(
+                        tenant_id=tenant, thread_id=thread, tokenizer=GPT_4O, limit=10
+                    )
+        with pytest.raises(wm.ValidationError):
+            await first.append(tenant_id=tenant, thread_id="refused", messages=[tool("nope")])
+        with pytest.raises(wm.NotFoundError):
+            await second.get_thread(tenant_id=tenant, thread_id="refused")
+        await asyncio.gather(
+            *(
+                (first if i % 2 else second).append(
+                    tenant_id=tenant, thread_id="th", messages=[user(f"m{i}")], user_id="u1"
+                )
+                for i in range(6)
+            )
+        )
+        turns = await first.list_turns(tenant_id=tenant, thread_id="th")
+        assert [t.seq for t in turns] == list(range(1, 7))
+        assert sorted(str(t.content) for t in turns) == [f"m{i}" for i in range(6)]
+        threads = await second.list_threads(tenant_id=tenant)
+        assert [(t.thread_id, t.user_id, t.turn_count) for t in threads] == [("th", "u1", 6)]
+
+
+@pytest.mark.parametrize("registered", [False, True], ids=["new-tokenizer", "registered"])
+async def test_counts_of_a_read_whose_thread_was_deleted_meanwhile_are_dropped(
+    store: wm.Store, tenant: str, registered: bool
+) -> None:
+    """A read counts turns and stores the counts after it, without reading the thread again:
+    a thread deleted in between takes nothing and fails nothing (in the turns' rows and
+    beside them)."""
+    assert isinstance(store, wm.SQLStore)
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hi")])
+    await _read(store, tenant, GPT_4O)  # the thread's own tokenizer
+    if registered:
+        await _read(store, tenant, GPT_4)  # a second model's, counted beside the turns
+    pk, seen = 0, ""
+    async with store._dialect.read() as session:
+        found = await session.row(
+            "SELECT id, tokenizers FROM threads WHERE tenant_id = ? AND thread_id = ?",
+            (tenant, "th"),
+        )
+        assert found is not None
+        pk, seen = found
+    await store.delete_thread(tenant_id=tenant, thread_id="th")
+    await store._remember_counts(pk, GPT_4.key, {1: 5}, seen=seen)
+    with pytest.raises(wm.NotFoundError):
+        await store.get_thread(tenant_id=tenant, thread_id="th")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_an_append_counts_with_a_tokenizer_another_writer_registered(
     backend: str, tmp_path: Path, tenant: str
 ) -> None:

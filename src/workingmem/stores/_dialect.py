@@ -65,6 +65,9 @@ class KnownAppend:
     """(seq, unit_seq, role, message JSON, format, item JSON, own count), seqs relative."""
     others: list[tuple[str, int, int]]
     """(tokenizer key, relative seq, tokens) with the thread's other tokenizers."""
+    create: bool = False
+    """Create the thread first when there is none (it was last seen missing, or empty): a
+    new thread has no turns and no tokenizers, so the expectation holds for it."""
 
 
 class Session(Protocol):

@@ -30,7 +30,7 @@ from ._dialect import Dialect, KnownAppend, Row, Session, TailRead
 from ._known import KnownThreads
 from .base import StateWrite, Tail
 
-__all__ = ["INSERT_TURN", "INSERT_TURN_TOKENS", "THREAD_COLUMNS", "SQLThreads"]
+__all__ = ["INSERT_THREAD", "INSERT_TURN", "INSERT_TURN_TOKENS", "THREAD_COLUMNS", "SQLThreads"]
 
 THREAD_COLUMNS = (
     "id, tenant_id, thread_id, user_id, turn_count, last_unit_seq, tokenizers, created_at, "
@@ -47,6 +47,11 @@ _SELECT_WITH_UNIT = (
 an append needs, in the statement that locks the row."""
 _TURN_COLUMNS = "seq, message, created_at, format, item"
 """A turn as `_turn` reads it back."""
+INSERT_THREAD = (
+    "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING"
+)
+"""A new thread's row, with no turns; nothing when it exists."""
 INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
     "item, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -55,6 +60,10 @@ INSERT_TURN_TOKENS = (
     "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) VALUES (?, ?, ?, ?)"
 )
 """A turn's count with a tokenizer other than its thread's first."""
+
+
+_NEW_TOKENIZERS = "[]"
+"""A new thread's tokenizers column (its default in the schema)."""
 
 
 class SQLThreads:
@@ -179,6 +188,7 @@ class SQLThreads:
                 thread_id=thread_id,
                 turn_count=known.turn_count,
                 tokenizers=known.tokenizers,
+                create=known.turn_count == 0,
                 user_id=user_id,
                 stamp=stamp,
                 turns=[
@@ -398,9 +408,7 @@ class SQLThreads:
         """A new thread's row (with no turns), or the existing one, locked, when another
         writer created it since this transaction looked."""
         row = await session.row(
-            "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING "
-            f"RETURNING {THREAD_COLUMNS}",
+            f"{INSERT_THREAD} RETURNING {THREAD_COLUMNS}",
             (tenant_id, thread_id, user_id, stamp, stamp),
         )
         return row or await self._thread_row(session, tenant_id, thread_id, lock=True)
@@ -519,42 +527,52 @@ class SQLThreads:
             TailRead(tokenizer.key, tenant_id, thread_id, limit, before_seq, tokens)
         )
         if found is None:
+            self._known.saw(tenant_id, thread_id, 0, _NEW_TOKENIZERS)  # a first append creates it
             raise NotFoundError("thread", thread_id)
         row, tail = found
         turns, missing = _rows.counted_tail(tokenizer, tail)
-        column: str | None = row[6]
-        if missing or tokenizer.key not in _rows.tokenizers_of(row[6]):
-            column = await self._remember_counts(row[0], tokenizer.key, missing)
-        if column is not None:
-            self._known.saw(tenant_id, thread_id, row[4], column)
+        column: str = row[6]
+        if missing or tokenizer.key not in _rows.tokenizers_of(column):
+            column = await self._remember_counts(row[0], tokenizer.key, missing, seen=column)
+        self._known.saw(tenant_id, thread_id, row[4], column)
         return Tail(thread=self._thread(row), turns=turns)
 
-    async def _remember_counts(self, pk: int, key: str, counts: dict[int, int]) -> str | None:
-        """Stores counts made by a read, and registers the tokenizer for later appends; the
-        thread's tokenizers column after it (None: the thread was deleted meanwhile)."""
+    async def _remember_counts(
+        self, pk: int, key: str, counts: dict[int, int], *, seen: str
+    ) -> str:
+        """Stores counts made by a read, and registers the tokenizer for later appends, in one
+        trip (nothing is read first): the tokenizers column `seen` by the read is moved on
+        only if it is still that, and the counts are written only where the thread still
+        says where they go (a tokenizer once registered keeps its place; a deleted thread
+        takes nothing). The column as it should be after it."""
+        keys = _rows.tokenizers_of(seen)
+        registered = key in keys
+        column = seen if registered else json.dumps([*keys, key])
+        own = (keys or [key])[0] == key
         async with self._dialect.write() as session:
-            found = await session.row(
-                "SELECT tokenizers FROM threads WHERE id = ?" + self._dialect.lock, (pk,)
+            # locks the row (PostgreSQL) for the statements after it; its result is not read
+            await session.queue("SELECT id FROM threads WHERE id = ?" + self._dialect.lock, (pk,))
+            if not registered:
+                await session.queue(
+                    "UPDATE threads SET tokenizers = ? WHERE id = ? AND tokenizers = ?",
+                    (column, pk, seen),
+                )
+            guard, guarded = (
+                ("EXISTS (SELECT 1 FROM threads WHERE id = ?)", (pk,))
+                if registered
+                else ("(SELECT tokenizers FROM threads WHERE id = ?) = ?", (pk, column))
             )
-            if found is None:
-                return None
-            column: str = found[0]
-            keys = _rows.tokenizers_of(column)
-            if key not in keys:
-                keys = [*keys, key]
-                column = json.dumps(keys)
-                await session.queue("UPDATE threads SET tokenizers = ? WHERE id = ?", (column, pk))
-            if counts and keys[0] == key:  # the thread's own counts, in the turns' rows
+            if counts and own:  # the thread's own counts, in the turns' rows
                 await session.run_many(
                     "UPDATE turns SET tokens = ? WHERE thread_pk = ? AND seq = ? "
-                    "AND tokens IS NULL",
-                    [(tokens, pk, seq) for seq, tokens in counts.items()],
+                    f"AND tokens IS NULL AND {guard}",
+                    [(tokens, pk, seq, *guarded) for seq, tokens in counts.items()],
                 )
             elif counts:
                 await session.run_many(
                     "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    [(pk, key, seq, tokens) for seq, tokens in counts.items()],
+                    f"SELECT ?, ?, ?, ? WHERE {guard} ON CONFLICT DO NOTHING",
+                    [(pk, key, seq, tokens, *guarded) for seq, tokens in counts.items()],
                 )
         return column
 

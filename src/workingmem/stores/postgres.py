@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
-from ._sql_threads import THREAD_COLUMNS
+from ._sql_threads import INSERT_THREAD, THREAD_COLUMNS
 from .migrations import load_migrations
 from .sql import SQLStore
 
@@ -185,6 +185,13 @@ class _Session:
     async def queue(self, sql: str, params: Sequence[object] = ()) -> None:
         await self._conn.execute(*_native(sql, params))
 
+    async def named_rows(self, sql: str, params: dict[str, Any]) -> list[Row]:
+        """`rows` of a statement in psycopg's own placeholders (``%(name)s``)."""
+        cursor = await self._conn.execute(sql, params)
+        if self._pipeline is not None:
+            await self._pipeline.sync()
+        return await cursor.fetchall()
+
     async def last(self, sql: str, params: Sequence[object] = ()) -> int:
         if self._pipeline is None:  # pragma: no cover - writes are pipelined
             return await self.run(sql, params)
@@ -323,7 +330,17 @@ class PostgresDialect(Dialect):
                 )
             },
         }
-        rows = await self._statement(_APPEND_KNOWN, params)
+        if write.create:
+            # The thread's row first, in the same round trip (the statement cannot see a row
+            # its own WITH inserts).
+            async with self.write() as session:
+                await session.queue(
+                    INSERT_THREAD,
+                    (write.tenant_id, write.thread_id, write.user_id, write.stamp, write.stamp),
+                )
+                rows = await session.named_rows(_APPEND_KNOWN, params)
+        else:
+            rows = await self._statement(_APPEND_KNOWN, params)
         return int(rows[0][0]) if rows else None
 
     async def _statement(self, sql: str, params: dict[str, Any]) -> list[Row]:

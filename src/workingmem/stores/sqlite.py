@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from ..errors import StoreError
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
-from ._sql_threads import INSERT_TURN, INSERT_TURN_TOKENS, THREAD_COLUMNS
+from ._sql_threads import INSERT_THREAD, INSERT_TURN, INSERT_TURN_TOKENS, THREAD_COLUMNS
 from ._sqlite_thread import Connection
 from .migrations import load_migrations
 from .sql import SQLStore
@@ -188,6 +188,11 @@ _MOVE_ON = (
 def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     """`SQLiteDialect.append_known` in the writer's thread: one trip, one transaction."""
     _open(db, "BEGIN IMMEDIATE")
+    if write.create:
+        db.execute(
+            INSERT_THREAD,
+            (write.tenant_id, write.thread_id, write.user_id, write.stamp, write.stamp),
+        )
     count = len(write.turns)
     found = db.execute(
         _MOVE_ON,
