@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import workingmem as wm
 from tests.helpers import DEFAULT_PROFILE, GPT4O, assistant, tool, user
+from workingmem.stores.base import Tail
 
 SLIDING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
 
@@ -193,18 +194,35 @@ async def _write_summary(store: wm.ThreadStore, tenant: str, turn_count: int) ->
     )
 
 
+class _StateApart:
+    """A store whose tail reads bring no memory state, as a host's own store may be."""
+
+    def __init__(self, store: wm.ThreadStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def read_tail(self, **kwargs: Any) -> Tail:
+        tail = await self._store.read_tail(**kwargs)
+        return Tail(thread=tail.thread, turns=tail.turns)
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["state-with-the-tail", "state-apart"])
 async def test_summary_buffer_gives_notes_and_the_recent_turns(
-    store: wm.ThreadStore, tenant: str
+    store: wm.ThreadStore, tenant: str, apart: bool
 ) -> None:
     """R6: notes from the stored summary + facts; the last recent_turns turns, whole units,
-    opening on a user turn."""
+    opening on a user turn; the notes read with the window, or apart when the store does not
+    bring them."""
     messages = [m for i in range(10) for m in exchange(i)] + [user("now")]
     await store.append(tenant_id=tenant, thread_id="th", messages=messages)
     await _write_summary(store, tenant, 14)
     config = wm.WorkingMemoryConfig(
         strategy=wm.Strategy.SUMMARY_BUFFER, recent_turns=6, update_every_turns=3
     )
-    loaded = await load(memory(store, config), tenant)
+    used = cast(wm.ThreadStore, _StateApart(store)) if apart else store
+    loaded = await load(memory(used, config), tenant)
     assert loaded.messages == messages[-5:]  # the 6th newest is an answer: dropped
     assert "Ada plans a trip to Lyon." in loaded.notes
     assert "- Ada is vegetarian" in loaded.notes

@@ -161,22 +161,23 @@ class WorkingMemory:
         config = profile.resolve(self.config)
         tokenizer = tokenizer_for(model)
         if not config.enabled:
-            window, tokens, total = await self._window(
+            window, tokens, total, _ = await self._window(
                 tenant_id, thread_id, tokenizer, limit=None, reach=DISABLED_WINDOW_TURNS
             )
             return _loaded(window, tokens, total, notes="", strategy=None)
 
         limit = math.floor(config.chat_history_ratio * budget_tokens)
         if config.strategy is Strategy.SLIDING_WINDOW:
-            window, tokens, total = await self._window(
+            window, tokens, total, _ = await self._window(
                 tenant_id, thread_id, tokenizer, limit=limit, reach=None
             )
             return _loaded(window, tokens, total, notes="", strategy=Strategy.SLIDING_WINDOW)
 
-        window, tokens, total = await self._window(
+        window, tokens, total, state = await self._window(
             tenant_id, thread_id, tokenizer, limit=limit, reach=config.recent_turns
         )
-        state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+        if state is None:  # a store that reads it apart
+            state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
         return _loaded(
             window,
             tokens,
@@ -194,10 +195,11 @@ class WorkingMemory:
         *,
         limit: int | None,
         reach: int | None,
-    ) -> tuple[list[CountedTurn], int, int]:
+    ) -> tuple[list[CountedTurn], int, int, WorkingMemoryState | None]:
         """Reads the tail newest first until the window is decided.
 
-        Returns the window, its tokens and the thread's turn count. The first read asks the
+        Returns the window, its tokens, the thread's turn count and its memory state when the
+        store read it with the first page (`Tail.state`). The first read asks the
         store for the turns that fill the limit (the store sums its cached counts), so a load
         reads what it sends, in one trip, whatever the thread's length; further pages, sized
         from the tokens still to fill, are for turns not counted yet and windows that reach
@@ -225,7 +227,7 @@ class WorkingMemory:
                 min_seq=min_seq,
             )
             if not selection.needs_more:
-                return selection.turns, selection.tokens, total
+                return selection.turns, selection.tokens, total, tail.state
             batch = _next_batch(turns, limit, batch)
             older = await self.store.read_tail(
                 tenant_id=tenant_id,

@@ -318,6 +318,34 @@ async def test_read_tail_with_a_token_goal_counts_turns_never_counted(
     assert all(t.tokens == tok.count_message(t.message) for t in again.turns)
 
 
+async def test_a_tail_read_brings_the_memory_state_with_it(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """The window and the notes come from one read: the state a tail read brings is the
+    stored one (none yet: the empty state), on every page."""
+    tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("x"), assistant("y")])
+    tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tok, limit=10)
+    assert tail.state == wm.WorkingMemoryState()
+    written = await store.write_memory_state(
+        tenant_id=tenant,
+        thread_id="th",
+        write=wm.StateWrite(
+            expected_version=0,
+            summary="they talked",
+            facts=[wm.Fact("likes tea", 1, 2)],
+            turn_count=2,
+            reason="update",
+        ),
+    )
+    for before_seq in (None, 2):
+        tail = await store.read_tail(
+            tenant_id=tenant, thread_id="th", tokenizer=tok, limit=1, before_seq=before_seq
+        )
+        assert tail.state == written
+        assert tail.state == await store.get_memory_state(tenant_id=tenant, thread_id="th")
+
+
 async def test_memory_state_is_compare_and_set_with_history(
     store: wm.ThreadStore, tenant: str
 ) -> None:

@@ -136,8 +136,9 @@ class Dialect(ABC):
     @abstractmethod
     async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
         """One trip (SQLite's thread, PostgreSQL's round trip), one snapshot: the thread row
-        (9 columns) and its newest turns as `read` asks, newest first, each as (seq,
-        unit_seq, message, cached count or NULL); None for a missing thread."""
+        (its 9 columns, then its memory state's 5, NULL when it has none) and its newest
+        turns as `read` asks, newest first, each as (seq, unit_seq, message, cached count or
+        NULL); None for a missing thread."""
 
     appends_known = False
     """Whether `append_known` writes in one trip what an ordinary append writes in two."""

@@ -30,16 +30,28 @@ from ._dialect import Dialect, KnownAppend, Row, Session, TailRead
 from ._known import KnownThreads
 from .base import StateWrite, Tail
 
-__all__ = ["INSERT_THREAD", "INSERT_TURN", "INSERT_TURN_TOKENS", "THREAD_COLUMNS", "SQLThreads"]
+__all__ = [
+    "INSERT_THREAD",
+    "INSERT_TURN",
+    "INSERT_TURN_TOKENS",
+    "STATE_COLUMNS_OF_S",
+    "THREAD_COLUMNS",
+    "THREAD_COLUMNS_OF_TH",
+    "SQLThreads",
+]
 
 THREAD_COLUMNS = (
     "id, tenant_id, thread_id, user_id, turn_count, last_unit_seq, tokenizers, created_at, "
     "updated_at"
 )
 """The thread row every query reads, in this order (the tail query too, as ``th.``...)."""
+THREAD_COLUMNS_OF_TH = ", ".join("th." + column.strip() for column in THREAD_COLUMNS.split(","))
+"""`THREAD_COLUMNS` of the table aliased ``th``."""
+STATE_COLUMNS_OF_S = "s.version, s.summary, s.facts, s.turn_count, s.updated_at"
+"""A memory state as `_state` reads it, of ``memory_states`` aliased ``s``."""
 _SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
 _SELECT_WITH_UNIT = (
-    f"SELECT {', '.join('th.' + c.strip() for c in THREAD_COLUMNS.split(','))}, t.message "
+    f"SELECT {THREAD_COLUMNS_OF_TH}, t.message "
     "FROM threads AS th LEFT JOIN turns AS t ON t.thread_pk = th.id AND th.last_unit_seq > 0 "
     "AND t.seq >= th.last_unit_seq WHERE th.tenant_id = ? AND th.thread_id = ? ORDER BY t.seq"
 )
@@ -535,7 +547,8 @@ class SQLThreads:
         if missing or tokenizer.key not in _rows.tokenizers_of(column):
             column = await self._remember_counts(row[0], tokenizer.key, missing, seen=column)
         self._known.saw(tenant_id, thread_id, row[4], column)
-        return Tail(thread=self._thread(row), turns=turns)
+        state = WorkingMemoryState() if row[9] is None else self._state(row[9:14])
+        return Tail(thread=self._thread(row), turns=turns, state=state)
 
     async def _remember_counts(
         self, pk: int, key: str, counts: dict[int, int], *, seen: str
@@ -588,7 +601,7 @@ class SQLThreads:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.read() as session:
             found = await session.row(
-                "SELECT s.version, s.summary, s.facts, s.turn_count, s.updated_at "
+                f"SELECT {STATE_COLUMNS_OF_S} "
                 "FROM threads AS th LEFT JOIN memory_states AS s ON s.thread_pk = th.id "
                 "WHERE th.tenant_id = ? AND th.thread_id = ?",
                 (tenant_id, thread_id),

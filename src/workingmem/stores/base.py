@@ -34,6 +34,9 @@ class Tail:
 
     thread: Thread
     turns: list[CountedTurn]
+    state: WorkingMemoryState | None = None
+    """The thread's memory state, when the store read it with the turns (one snapshot, one
+    trip); None: ask `get_memory_state`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
-from ._sql_threads import INSERT_THREAD, THREAD_COLUMNS
+from ._sql_threads import INSERT_THREAD, THREAD_COLUMNS_OF_TH
 from .migrations import load_migrations
 from .sql import SQLStore
 
@@ -37,8 +37,11 @@ __all__ = ["PostgresStore"]
 
 _MIGRATION_LOCK = 0x776D656D  # "wmem": one migrator at a time across workers
 _TAIL = f"""
-WITH th AS (SELECT {THREAD_COLUMNS} FROM threads
-            WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s),
+WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, s.version AS state_version, s.summary AS state_summary,
+                   s.facts AS state_facts, s.turn_count AS state_turns,
+                   s.updated_at AS state_updated_at
+            FROM threads AS th LEFT JOIN memory_states AS s ON s.thread_pk = th.id
+            WHERE th.tenant_id = %(tenant_id)s AND th.thread_id = %(thread_id)s),
 top AS (SELECT id AS pk, least(turn_count, coalesce(%(before_seq)s::bigint - 1, turn_count)) AS seq,
                coalesce(tokenizers::json ->> 0 = %(tokenizer)s, false) AS own
         FROM th),
@@ -68,7 +71,8 @@ span AS (SELECT CASE WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 
 SELECT th.*, NULL::integer AS seq, NULL::integer, NULL::text, NULL::integer FROM th
 UNION ALL
 SELECT NULL::bigint, NULL, NULL, NULL, NULL::integer, NULL::integer, NULL, NULL::timestamptz,
-       NULL::timestamptz, t.seq, t.unit_seq, t.message,
+       NULL::timestamptz, NULL::integer, NULL, NULL, NULL::integer, NULL::timestamptz,
+       t.seq, t.unit_seq, t.message,
        CASE WHEN (SELECT own FROM top) THEN t.tokens
          ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
                AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END
@@ -78,13 +82,13 @@ FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens FROM turns AS u
       ORDER BY u.seq DESC LIMIT %(limit)s) AS t
 ORDER BY seq DESC NULLS FIRST
 """
-"""The thread row, then its newest turns, in one statement (the thread's columns once, not
-on every turn's row). With a token goal the newest counts (the turns' own, or another
-tokenizer's) are summed newest first over a bounded scan (bounded by seq, not only by LIMIT, so
-that no plan reads the whole thread when the statistics are stale): the turns are read from the
-head of the unit of the first turn that passes the goal (a window takes units whole); a turn
-not counted yet leaves the goal undecided, and `UNCOUNTED_PAGE` turns from it are read for the
-caller to count."""
+"""The thread row with its memory state, then its newest turns, in one statement (the
+thread's columns once, not on every turn's row). With a token goal the newest counts (the
+turns' own, or another tokenizer's) are summed newest first over a bounded scan (bounded by
+seq, not only by LIMIT, so that no plan reads the whole thread when the statistics are stale):
+the turns are read from the head of the unit of the first turn that passes the goal (a window
+takes units whole); a turn not counted yet leaves the goal undecided, and `UNCOUNTED_PAGE`
+turns from it are read for the caller to count."""
 _APPEND_KNOWN = """
 WITH th AS (
   UPDATE threads SET turn_count = turn_count + %(count)s,
@@ -299,7 +303,7 @@ class PostgresDialect(Dialect):
         rows = await self._statement(_TAIL, params)
         if not rows:
             return None
-        return rows[0][:9], [row[9:] for row in rows[1:]]
+        return rows[0][:14], [row[14:] for row in rows[1:]]
 
     appends_known = True
 

@@ -27,7 +27,13 @@ from typing import Any, TypeVar
 from ..errors import StoreError
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
-from ._sql_threads import INSERT_THREAD, INSERT_TURN, INSERT_TURN_TOKENS, THREAD_COLUMNS
+from ._sql_threads import (
+    INSERT_THREAD,
+    INSERT_TURN,
+    INSERT_TURN_TOKENS,
+    STATE_COLUMNS_OF_S,
+    THREAD_COLUMNS_OF_TH,
+)
 from ._sqlite_thread import Connection
 from .migrations import load_migrations
 from .sql import SQLStore
@@ -36,7 +42,12 @@ __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
-_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
+_THREAD = (
+    f"SELECT {THREAD_COLUMNS_OF_TH}, {STATE_COLUMNS_OF_S} FROM threads AS th "
+    "LEFT JOIN memory_states AS s ON s.thread_pk = th.id "
+    "WHERE th.tenant_id = ? AND th.thread_id = ?"
+)
+"""The thread's row and its memory state's (NULLs when it has none)."""
 _OWN = (
     "SELECT seq, unit_seq, message, tokens FROM turns WHERE thread_pk = ? AND seq <= ? "
     "ORDER BY seq DESC"
