@@ -3,8 +3,9 @@
     scripts/with-postgres .venv/bin/python benchmarks/bench_round_trips.py
 
 Counts, not seconds, so one run on a noisy machine is exact. SQLite: every call that crosses
-to a connection's thread (``Connection.call``: a statement, BEGIN, COMMIT, or the window read's
-whole function), which is what a round trip costs there. PostgreSQL: every statement psycopg
+to a connection's thread (``Connection.call``: a statement, BEGIN, COMMIT, or a whole write),
+which is what a round trip costs there; a window read runs on the store's own loop thread and
+crosses nothing (0). PostgreSQL: every statement psycopg
 sends and waits for (a query, an ``executemany``, which psycopg pipelines, BEGIN and COMMIT),
 and in a write's pipeline each sync instead (its statements travel together). Run it with
 ``PYTHONPATH`` pointing at another checkout's ``src`` to compare two versions of the store.
