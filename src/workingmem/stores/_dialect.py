@@ -140,15 +140,13 @@ class Dialect(ABC):
         turns as `read` asks, newest first, each as (seq, unit_seq, message, cached count or
         NULL); None for a missing thread."""
 
-    appends_known = False
-    """Whether `append_known` writes in one trip what an ordinary append writes in two."""
-
+    @abstractmethod
     async def append_known(self, write: KnownAppend) -> int | None:
-        """One statement: `write`'s turns after the thread's last, its turn count and unit
-        moved on, when its row still has `write`'s turn count and tokenizers; the seq the
-        relative ones count from, or None (no such thread, another turn count, other
-        tokenizers): nothing was written, and the caller appends the ordinary way."""
-        return None
+        """One trip (one statement on PostgreSQL): `write`'s turns after the thread's last,
+        its turn count and unit moved on, when its row still has `write`'s turn count and
+        tokenizers; the seq the relative ones count from, or None (no such thread, another
+        turn count, other tokenizers): nothing was written, and the caller appends the
+        ordinary way."""
 
     @abstractmethod
     async def migrate(self) -> None:

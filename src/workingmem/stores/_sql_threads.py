@@ -183,9 +183,9 @@ class SQLThreads:
         clean: Sequence[Any],
         origins: Sequence[Origin],
     ) -> list[PlannedTurn] | None:
-        """New turns that open a unit, written in one trip when the dialect can and the
-        thread is as this process last saw it; None when it was not (nothing written)."""
-        known = self._known.get(tenant_id, thread_id) if self._dialect.appends_known else None
+        """New turns that open a unit, written in one trip when the thread is as this process
+        last saw it; None when it was not (nothing written)."""
+        known = self._known.get(tenant_id, thread_id)
         if known is None:
             return None
         prepared = _rows.plan_append(

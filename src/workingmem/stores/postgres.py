@@ -11,7 +11,7 @@ state's version. Reads of one statement run outside a transaction block: one rou
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from datetime import datetime
 from functools import lru_cache
@@ -151,11 +151,19 @@ def _unnest(sql: str) -> str | None:
     return f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays}){tail}"
 
 
-def _native(sql: str, params: Sequence[object]) -> tuple[str, Sequence[object] | None]:
+Params = Sequence[object] | Mapping[str, object]
+"""A statement's parameters: for ``?`` placeholders, or by name for psycopg's own
+``%(name)s`` (this module's own statements)."""
+
+
+def _native(sql: str, params: Params) -> tuple[str, Params | None]:
     """The store's ``?`` placeholders as psycopg's ``%s`` (its statements with parameters
-    have no other ``?`` or ``%``); a statement without parameters is sent as it is."""
+    have no other ``?`` or ``%``); a statement without parameters, or with named ones, is
+    sent as it is."""
     if not params:
         return sql, None
+    if isinstance(params, Mapping):
+        return sql, params
     return _placeholders(sql), params
 
 
@@ -169,13 +177,13 @@ class _Session:
         self._pipeline = pipeline
         self.committed = False
 
-    async def _result(self, sql: str, params: Sequence[object]) -> psycopg.AsyncCursor[Row]:
+    async def _result(self, sql: str, params: Params) -> psycopg.AsyncCursor[Row]:
         cursor = await self._conn.execute(*_native(sql, params))
         if self._pipeline is not None:
             await self._pipeline.sync()  # the round trip: this result, and all queued before it
         return cursor
 
-    async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
+    async def rows(self, sql: str, params: Params = ()) -> list[Row]:
         cursor = await self._result(sql, params)
         return await cursor.fetchall() if cursor.description is not None else []
 
@@ -188,13 +196,6 @@ class _Session:
 
     async def queue(self, sql: str, params: Sequence[object] = ()) -> None:
         await self._conn.execute(*_native(sql, params))
-
-    async def named_rows(self, sql: str, params: dict[str, Any]) -> list[Row]:
-        """`rows` of a statement in psycopg's own placeholders (``%(name)s``)."""
-        cursor = await self._conn.execute(sql, params)
-        if self._pipeline is not None:
-            await self._pipeline.sync()
-        return await cursor.fetchall()
 
     async def last(self, sql: str, params: Sequence[object] = ()) -> int:
         if self._pipeline is None:  # pragma: no cover - writes are pipelined
@@ -305,8 +306,6 @@ class PostgresDialect(Dialect):
             return None
         return rows[0][:14], [row[14:] for row in rows[1:]]
 
-    appends_known = True
-
     async def append_known(self, write: KnownAppend) -> int | None:
         columns = list(zip(*write.turns, strict=True))
         others = list(zip(*write.others, strict=True)) or [(), (), ()]
@@ -342,19 +341,15 @@ class PostgresDialect(Dialect):
                     INSERT_THREAD,
                     (write.tenant_id, write.thread_id, write.user_id, write.stamp, write.stamp),
                 )
-                rows = await session.named_rows(_APPEND_KNOWN, params)
+                rows = await session.rows(_APPEND_KNOWN, params)
         else:
             rows = await self._statement(_APPEND_KNOWN, params)
         return int(rows[0][0]) if rows else None
 
     async def _statement(self, sql: str, params: dict[str, Any]) -> list[Row]:
         """One statement outside a transaction block: one round trip, atomic on its own."""
-        try:
-            async with self._pool.connection() as conn:
-                cursor = await conn.execute(sql, params)
-                return await cursor.fetchall()
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL failed: {exc}") from exc
+        async with self.read() as session:
+            return await session.rows(sql, params)
 
     async def migrate(self) -> None:
         for migration in load_migrations("postgres"):

@@ -330,8 +330,6 @@ class SQLiteDialect(Dialect):
             self._inline, self._inline_thread = db, threading.get_ident()
         return self._inline if self._inline_thread == threading.get_ident() else None
 
-    appends_known = True
-
     async def append_known(self, write: KnownAppend) -> int | None:
         async with self._writing():
             return await self._writer.call(lambda db: _append_known(db, write))
