@@ -383,13 +383,22 @@ def serve(
             "more than 1 needs an upstream (the local model would be loaded once per process).",
         ),
     ] = 1,
+    mcp_user: Annotated[
+        str,
+        typer.Option(
+            metavar="USER",
+            help="The user whose working memory an MCP client at /mcp edits when it sends no "
+            "X-User-Id header.",
+        ),
+    ] = "default",
 ) -> None:
     """Run the memory gateway: OpenAI's /v1/chat/completions with memory, REST, a web page.
 
     Point any OpenAI client at http://HOST:PORT/v1, send only the new message with an
     X-Thread-Id header, and the model gets the thread's memory. With API keys in the database
     every request needs one; without keys it serves one local tenant, on loopback only.
-    The page is at http://HOST:PORT/ui/.
+    The page is at http://HOST:PORT/ui/; MCP clients reach the working memory (per user) at
+    http://HOST:PORT/mcp.
 
     With --workers N, N processes serve the same port and database (SQLite in WAL mode, or
     PostgreSQL); one ask at a time per thread and one memory update at a time hold across
@@ -426,6 +435,7 @@ def serve(
         upstream_max_retries=upstream_retries,
         gateway=config,
         agent_memory=agent_memory,
+        mcp_user=mcp_user,
     )
     if have_keys:
         console.print("API keys: every request needs 'Authorization: Bearer <key>'.")
@@ -459,6 +469,7 @@ def serve(
         )
     shown = f"[{host}]" if ":" in host else host
     console.print(f"OpenAI base URL: http://{shown}:{port}/v1 · page: http://{shown}:{port}/ui/")
+    console.print(f"MCP (the working memory, per user): http://{shown}:{port}/mcp")
     if workers == 1:
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
         return
@@ -466,6 +477,49 @@ def serve(
     # Each worker builds its own app from the settings it finds in its environment.
     os.environ[SETTINGS_ENV] = settings.to_json()
     uvicorn.run(APP_FACTORY, factory=True, workers=workers, host=host, port=port, log_level="info")
+
+
+@app.command()
+def mcp(
+    db: Db = None,
+    tenant: LocalTenantOpt = LOCAL_TENANT,
+    user: Annotated[
+        str,
+        typer.Option(
+            "--user",
+            metavar="USER",
+            help="Whose working memory the client reads and writes (one user per process).",
+        ),
+    ] = "default",
+    working_memory_template: MemoryTemplateOpt = None,
+    working_memory_schema: MemorySchemaOpt = None,
+) -> None:
+    """Serve a user's working memory (spec 003) to an MCP client over stdin and stdout.
+
+    Three tools (get_working_memory, update_working_memory, clear_working_memory), a resource
+    with the current memory and a prompt with the instruction block. The memory is per user:
+    the same document a gateway with --working-memory-scope user gives that user's threads.
+    For a desktop client's config file:
+
+    {"command": "workingmem", "args": ["mcp", "--db", "/path/memory.db", "--user", "ada"]}
+
+    Example: workingmem mcp --user ada --working-memory-template profile.md
+    """
+    from .service.mcp import Principal, build_mcp_server, fixed, mcp_memory, run_stdio
+
+    config = _agent_memory(working_memory_template, working_memory_schema, "user")
+    try:
+        principal = Principal(tenant, user)
+    except WorkingMemoryError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+
+    async def serve_stdio() -> None:
+        async with await open_store(db) as store:
+            server = build_mcp_server(mcp_memory(config, store), principal=fixed(principal))
+            await run_stdio(server)
+
+    asyncio.run(serve_stdio())
 
 
 def _require_local_model() -> None:

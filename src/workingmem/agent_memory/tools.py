@@ -17,6 +17,7 @@ store failures.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, ValidationError
@@ -30,9 +31,11 @@ __all__ = [
     "GET_TOOL",
     "TOOL_NAMES",
     "UPDATE_TOOL",
+    "ToolOutcome",
     "anthropic_tools",
     "execute_tool",
     "openai_tools",
+    "run_tool",
     "tool_specs",
 ]
 
@@ -59,16 +62,28 @@ def tool_specs(mode: Mode) -> list[tuple[str, str, dict[str, Any]]]:
             "keeping everything that is still true"
             + (" and the template's shape." if mode.template is not None else ".")
         )
+    when = (
+        " Call it as soon as you learn something worth keeping across conversations: the "
+        "user's name, preferences, goals, decisions, open tasks, or a correction of what is "
+        "stored."
+    )
     return [
         (
             GET_TOOL,
-            "Read your working memory: the notes you keep about the user and this task.",
+            "Read your working memory: the notes you keep about the user and this task. Call "
+            "it at the start of a conversation, and before answering anything that depends on "
+            "what you were told earlier, unless the memory is already in front of you.",
             dict(_NO_ARGUMENTS, properties={}),
         ),
-        (UPDATE_TOOL, update + f" At most {mode.max_chars} characters.", _update_parameters(mode)),
+        (
+            UPDATE_TOOL,
+            update + when + f" At most {mode.max_chars} characters.",
+            _update_parameters(mode),
+        ),
         (
             CLEAR_TOOL,
-            "Erase your working memory. Only when the user asks you to forget.",
+            "Erase your working memory. Only when the user asks you to forget what you know "
+            "about them; never to correct one detail (update it instead).",
             dict(_NO_ARGUMENTS, properties={}),
         ),
     ]
@@ -133,6 +148,15 @@ def _rebase_refs(node: Any) -> Any:
 # -- the executor ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a tool call gives back: the text for the model, and whether the call failed
+    (a protocol with an error flag, MCP's ``isError``, sets it from `is_error`)."""
+
+    text: str
+    is_error: bool = False
+
+
 async def execute_tool(
     memory: AgentMemory,
     name: str,
@@ -143,11 +167,34 @@ async def execute_tool(
     user_id: str | None,
 ) -> str:
     """Runs one tool call against `memory` and returns the text for the model."""
+    outcome = await run_tool(
+        memory,
+        name,
+        arguments,
+        tenant_id=tenant_id,
+        conversation_id=conversation_id,
+        user_id=user_id,
+    )
+    return outcome.text
+
+
+async def run_tool(
+    memory: AgentMemory,
+    name: str,
+    arguments: object,
+    *,
+    tenant_id: str,
+    conversation_id: str | None,
+    user_id: str | None,
+) -> ToolOutcome:
+    """Runs one tool call against `memory`: the text, flagged when the call was bad."""
     if not memory.config.enabled:
-        return "Error: working memory is disabled for this assistant; no tool can use it."
+        return _failed("working memory is disabled for this assistant; no tool can use it.")
     if name not in TOOL_NAMES:
-        return f"Error: unknown tool {str(name)[:64]!r}; the working-memory tools are " + (
-            ", ".join(TOOL_NAMES) + "."
+        return _failed(
+            f"unknown tool {str(name)[:64]!r}; the working-memory tools are "
+            + ", ".join(TOOL_NAMES)
+            + "."
         )
     ids: dict[str, Any] = {
         "tenant_id": tenant_id,
@@ -156,31 +203,33 @@ async def execute_tool(
     }
     memory.document_key(**ids)  # the application's ids: a missing one is its bug, and raises
     parsed = _parse_arguments(arguments)
-    if isinstance(parsed, str):
+    if isinstance(parsed, ToolOutcome):
         return parsed
     mode = memory.config.mode
     if name == GET_TOOL:
         content = await memory.get_working_memory(**ids)
-        return content if content is not None else _empty(mode)
+        return ToolOutcome(content if content is not None else _empty(mode))
     if name == CLEAR_TOOL:
         await memory.clear_working_memory(**ids)
-        return "Cleared the working memory."
+        return ToolOutcome("Cleared the working memory.")
     if "content" not in parsed:
-        return f"Error: {UPDATE_TOOL} needs a 'content' argument: " + _content_hint(mode)
+        return _failed(f"{UPDATE_TOOL} needs a 'content' argument: " + _content_hint(mode))
     if parsed["content"] is None:
-        return f"Error: content is null; to empty the working memory call {CLEAR_TOOL}."
+        return _failed(f"content is null; to empty the working memory call {CLEAR_TOOL}.")
     try:
         result = await memory.update_working_memory(**ids, content=parsed["content"])
     except ValidationError as exc:
         return _invalid_content(exc)
     except ConflictError:
-        return (
-            "Error: the working memory kept changing while this update was applied; "
+        return _failed(
+            "the working memory kept changing while this update was applied; "
             f"call {GET_TOOL} and try again."
         )
     saved = result.document
     if not result.changed:
-        return f"No change: the working memory already holds this (version {saved.version})."
+        return ToolOutcome(
+            f"No change: the working memory already holds this (version {saved.version})."
+        )
     size = len(saved.content or "")
     text = (
         f"Saved the working memory (version {saved.version}, {size} of "
@@ -190,10 +239,14 @@ async def execute_tool(
         text += ' Null means "no change" there, so these fields were left as they were: ' + (
             ", ".join(result.ignored_nulls) + "."
         )
-    return text
+    return ToolOutcome(text)
 
 
-def _parse_arguments(arguments: object) -> dict[str, Any] | str:
+def _failed(problem: str) -> ToolOutcome:
+    return ToolOutcome(f"Error: {problem}", is_error=True)
+
+
+def _parse_arguments(arguments: object) -> dict[str, Any] | ToolOutcome:
     value = arguments
     for _ in range(2):  # a JSON text, or a JSON text of a JSON text
         if not isinstance(value, str):
@@ -203,13 +256,13 @@ def _parse_arguments(arguments: object) -> dict[str, Any] | str:
         try:
             value = json.loads(value)
         except ValueError:
-            return (
-                'Error: the arguments are not valid JSON; send a JSON object like {"content": ...}.'
+            return _failed(
+                'the arguments are not valid JSON; send a JSON object like {"content": ...}.'
             )
     if value is None:
         return {}
     if not isinstance(value, dict):
-        return 'Error: the arguments must be a JSON object like {"content": ...}.'
+        return _failed('the arguments must be a JSON object like {"content": ...}.')
     return value
 
 
@@ -230,9 +283,9 @@ def _empty(mode: Mode) -> str:
     return "The working memory is empty."
 
 
-def _invalid_content(exc: ValidationError) -> str:
+def _invalid_content(exc: ValidationError) -> ToolOutcome:
     if exc.field.startswith("$"):
         problem = f"content does not match the schema at {exc.field}: {exc.reason}"
     else:
         problem = f"{exc.field} {exc.reason}"
-    return f"Error: {problem}. Nothing was changed; fix it and call {UPDATE_TOOL} again."
+    return _failed(f"{problem}. Nothing was changed; fix it and call {UPDATE_TOOL} again.")

@@ -42,6 +42,7 @@ from .metrics import Metrics, MetricsMiddleware
 from .openapi import publish
 from .page_security import PageSecurityMiddleware
 from .routes import chat, models, ops, threads, ui, working_memory
+from .routes import mcp as mcp_route
 from .settings import ServiceSettings
 from .state import Services
 
@@ -100,6 +101,7 @@ def create_app(
     for module in (chat, models, threads, working_memory, ops, ui):
         app.include_router(module.router)
     app.include_router(threads.deletion)  # last: its path matches every path under a thread
+    app.router.routes.append(mcp_route.route)
     if gateway is not None:
         profiles, agent = gateway.profiles, gateway.agent_memory
         agent_config = agent.config if agent is not None else None
@@ -116,7 +118,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     injected = getattr(app.state, "services", None)
     if isinstance(injected, Services):
         injected.gateway.queue.start()
-        yield
+        async with mcp_route.serving(app, injected):
+            yield
         return
     settings: ServiceSettings = app.state.settings
     metrics: Metrics = app.state.metrics
@@ -143,11 +146,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             on_report=metrics.on_report,
         )
         await stack.enter_async_context(gateway)  # closing it drains the background queue
-        app.state.services = Services(
+        app.state.services = services = Services(
             gateway=gateway, keys=_keys_of(gateway, None), metrics=metrics, settings=settings
         )
         try:
-            yield
+            async with mcp_route.serving(app, services):
+                yield
         finally:
             del app.state.services
 

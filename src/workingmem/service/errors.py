@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.types import Message, Send
 
 from ..errors import (
     ConflictError,
@@ -41,6 +42,7 @@ __all__ = [
     "error_response",
     "install_error_handlers",
     "map_error",
+    "send_error",
 ]
 
 logger = logging.getLogger("workingmem.service")
@@ -102,6 +104,20 @@ class ApiError(Exception):
 def error_body(message: str, type: str, code: str, param: str | None = None) -> dict[str, Any]:
     """The OpenAI error shape."""
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+async def send_error(send: Send, error: ApiError) -> None:
+    """Answers `error` from a plain ASGI app (one that is not a FastAPI route)."""
+    response = JSONResponse(
+        error_body(error.message, error.type, error.code, error.param),
+        status_code=error.status,
+        headers=error.headers,
+    )
+    await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:  # pragma: no cover - a response never reads the request
+    return {"type": "http.disconnect"}
 
 
 def map_error(exc: Exception) -> ApiError:

@@ -62,6 +62,9 @@ class ServiceSettings:
     key in the database, the local tenant is served on loopback only."""
     max_body_bytes: int = 16 * 1024 * 1024
     """A larger request body is refused with 413 before it is read."""
+    mcp_user: str = "default"
+    """The user whose working memory an MCP request at ``/mcp`` edits when it sends no
+    ``X-User-Id`` header (MCP clients send no user of their own)."""
 
     @classmethod
     def from_env(cls) -> ServiceSettings:
@@ -114,6 +117,7 @@ class ServiceSettings:
                 "agent_memory": agent,
                 "require_keys": self.require_keys,
                 "max_body_bytes": self.max_body_bytes,
+                "mcp_user": self.mcp_user,
             }
         )
 
