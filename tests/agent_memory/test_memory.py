@@ -12,7 +12,7 @@ from pydantic import BaseModel
 import workingmem as wm
 from tests.helpers import DocumentIds, DocumentOwner
 from workingmem.agent_memory import AgentMemory, AgentMemoryConfig
-from workingmem.stores.documents import DocumentStore
+from workingmem.stores.documents import MEMORY_FILES_PREFIX, DocumentStore
 
 pytestmark = pytest.mark.asyncio
 
@@ -172,6 +172,20 @@ async def test_bad_ids_are_refused(
     with pytest.raises(wm.ValidationError) as caught:
         await memory.update_working_memory(**call, content="x")
     assert caught.value.field == field
+
+
+async def test_a_user_id_in_the_memory_tools_namespace_is_refused(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """The memory tool keeps a user's files under "memory-files:<user>": an agent memory whose
+    user is named so would read and overwrite them."""
+    memory = agent(store, scope="user")
+    with pytest.raises(wm.ValidationError) as caught:
+        await memory.update_working_memory(
+            tenant_id=tenant, user_id=MEMORY_FILES_PREFIX + "ada", content="x"
+        )
+    assert caught.value.field == "user_id"
+    assert "reserved" in caught.value.reason
 
 
 @pytest.mark.parametrize("mode", ["free-form", "template"])

@@ -37,7 +37,13 @@ from typing import Any, Literal
 
 from ..errors import ConflictError, ValidationError
 from ..messages import check_id
-from ..stores.documents import DocumentStore, Scope, WorkingMemoryDocument, check_version
+from ..stores.documents import (
+    MEMORY_FILES_PREFIX,
+    DocumentStore,
+    Scope,
+    WorkingMemoryDocument,
+    check_version,
+)
 from . import tools
 from .config import AgentMemoryConfig
 from .instructions import render_instructions
@@ -80,7 +86,14 @@ class AgentMemory:
                 raise ValidationError(
                     "user_id", "is required: this working memory is per user (scope='user')"
                 )
-            return tenant, scope, check_id("user_id", user_id)
+            user = check_id("user_id", user_id)
+            if user.startswith(MEMORY_FILES_PREFIX):
+                raise ValidationError(
+                    "user_id",
+                    f"must not start with {MEMORY_FILES_PREFIX!r} (reserved for the "
+                    "memory tool's files)",
+                )
+            return tenant, scope, user
         if conversation_id is None:
             raise ValidationError(
                 "conversation_id",

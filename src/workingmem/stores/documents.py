@@ -26,6 +26,7 @@ from ..messages import check_id
 
 __all__ = [
     "DEFAULT_KEEP_VERSIONS",
+    "MEMORY_FILES_PREFIX",
     "DocumentReason",
     "DocumentStore",
     "Scope",
@@ -45,6 +46,11 @@ DEFAULT_KEEP_VERSIONS = 50
 """A write keeps this many of the newest versions of its document; older ones are pruned."""
 
 _SCOPES: tuple[Scope, ...] = ("conversation", "user")
+
+MEMORY_FILES_PREFIX = "memory-files:"
+"""Owners of user-scope documents that hold a user's memory-tool files
+(`workingmem.integrations.anthropic_memory`): an agent memory refuses user ids that start with
+it, so the two never share a document."""
 
 
 @dataclass(frozen=True, slots=True)
