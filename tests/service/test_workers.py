@@ -21,7 +21,11 @@ from functools import partial
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 import workingmem as wm
 from workingmem.llm.testing import ScriptedUpstream
@@ -134,6 +138,7 @@ def test_serve_with_two_workers_answers_from_both_into_one_database(
         text=True,
     )
     threads: list[str] = []
+    memory: list[str] = []
 
     def ask(client: httpx.Client, label: str) -> None:
         thread_id = f"{label}-{len(threads)}"
@@ -147,6 +152,24 @@ def test_serve_with_two_workers_answers_from_both_into_one_database(
 
     def healthy() -> bool:
         return httpx.get(f"{base}/healthz", timeout=0.5).status_code == 200
+
+    def remember(line: str) -> str:
+        """Adds `line` to the user's working memory over MCP; returns what was there before."""
+
+        async def call() -> str:
+            headers = {"Authorization": f"Bearer {key}", "X-User-Id": "ada"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=4.0) as http,
+                Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+            ):
+                before = await client.call_tool("get_working_memory", {})
+                text = before.content[0].text if isinstance(before.content[0], TextContent) else ""
+                known = "" if "empty" in text else text
+                saved = await client.call_tool("update_working_memory", {"content": known + line})
+                assert not saved.is_error, saved
+                return known
+
+        return asyncio.run(call())
 
     stopped: list[int] = []
     try:
@@ -169,6 +192,7 @@ def test_serve_with_two_workers_answers_from_both_into_one_database(
                 stopped.append(pid)
             with httpx.Client(timeout=4.0) as client:  # a new connection: any worker may
                 ask(client, f"to-{alone}")  # take it, but only one is running
+            memory.append(remember(f"seen by {alone}\n"))  # MCP: no session to lose
             for pid in others:
                 os.kill(pid, signal.SIGCONT)
                 stopped.remove(pid)
@@ -195,4 +219,5 @@ def test_serve_with_two_workers_answers_from_both_into_one_database(
             return {thread.thread_id: thread.turn_count for thread in found}
 
     assert asyncio.run(stored()) == dict.fromkeys(threads, 2)
+    assert memory == ["", f"seen by {workers[0]}\n"]  # the second worker read what the first wrote
     assert len(upstream.requests) == len(threads) == 6 + 2 + 4  # warm, alone, shared

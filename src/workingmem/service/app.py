@@ -56,7 +56,8 @@ logger = logging.getLogger("workingmem.service")
 DESCRIPTION = """\
 An OpenAI-compatible `/v1/chat/completions` with memory: send only the new message with an
 `X-Thread-Id` header, and the model gets the thread's memory. REST endpoints show and reset a
-thread's memory; `/ui/` shows it in a browser.
+thread's memory; `/ui/` shows it in a browser; MCP clients reach a user's working memory at
+`/mcp` (streamable HTTP, the same keys, the user from `X-User-Id`).
 
 Every `/v1` request needs `Authorization: Bearer <key>` once the database has an API key
 (`workingmem keys create --tenant T`); without keys the server serves one local tenant, on
