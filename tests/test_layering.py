@@ -37,6 +37,8 @@ FRAMEWORKS = {
     "langgraph": "workingmem.integrations.langchain",
     "pydantic_ai": "workingmem.integrations.pydantic_ai",
     "llama_index": "workingmem.integrations.llama_index",
+    "anthropic": "workingmem.integrations.anthropic_memory",
+    "mcp": "workingmem.service.mcp",
 }
 """Each agent framework and the one integration module that may import it."""
 
