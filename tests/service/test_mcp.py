@@ -275,3 +275,18 @@ async def test_workingmem_mcp_serves_one_user_over_stdio(tmp_path: Path) -> None
         assert "empty" in text_of(await bob.call_tool("get_working_memory", {}))
     document = stored(f"sqlite:///{database}", wm.service.settings.LOCAL_TENANT, "ada")
     assert (document.content, document.version) == ("# Profile\n- Name: Ada\n", 1)
+
+
+async def test_a_disabled_working_memory_stays_off_for_mcp_clients(
+    tmp_path: Path, upstream: ScriptedUpstream
+) -> None:
+    database_url = f"sqlite:///{tmp_path / 'memory.db'}"
+    agent = wm.AgentMemoryConfig(enabled=False)
+    with LiveServer(
+        create_app(settings_for(database_url, upstream, agent_memory=agent))
+    ) as service:
+        async with mcp_client(service, None, user="ada") as client:
+            refused = await client.call_tool("update_working_memory", {"content": "x"})
+    assert refused.is_error
+    assert "disabled" in text_of(refused)
+    assert stored(database_url, wm.service.settings.LOCAL_TENANT, "ada").version == 0

@@ -90,8 +90,9 @@ def fixed(principal: Principal) -> PrincipalOf:
 
 
 def mcp_memory(memory: AgentMemory | AgentMemoryConfig | None, store: Any = None) -> AgentMemory:
-    """The user-scoped memory MCP serves: the same mode (template, schema or free-form), caps
-    and history as the gateway's, in the user scope; a free-form one when none is configured.
+    """The user-scoped memory MCP serves: the same mode (template, schema or free-form), caps,
+    history and switch (``enabled=False``: every tool says so) as the gateway's, in the user
+    scope; a free-form one when none is configured.
     A gateway whose memory is per user shares its documents with MCP clients."""
     if isinstance(memory, AgentMemory):
         config, store = memory.config, memory.store
@@ -99,8 +100,8 @@ def mcp_memory(memory: AgentMemory | AgentMemoryConfig | None, store: Any = None
         config = memory or AgentMemoryConfig()
     if store is None:
         raise ValidationError("store", "the MCP server needs the store of its documents")
-    if config.scope != "user" or not config.enabled:
-        config = dataclasses.replace(config, scope="user", enabled=True)
+    if config.scope != "user":
+        config = dataclasses.replace(config, scope="user")
     return AgentMemory(store=store, config=config)
 
 
