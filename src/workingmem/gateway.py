@@ -73,7 +73,7 @@ from .types import (
     WorkingMemoryState,
 )
 
-__all__ = ["AnswerStream", "AskResult", "Gateway", "ResetResult", "ThreadMemory"]
+__all__ = ["AnswerFormat", "AnswerStream", "AskResult", "Gateway", "ResetResult", "ThreadMemory"]
 
 logger = logging.getLogger("workingmem.gateway")
 
@@ -87,6 +87,12 @@ made): the longest a crashed asker keeps a thread from being answered."""
 
 Review = Callable[[str], Awaitable[str]]
 """A human (or a rule) reviews the model's answer and returns the text to store."""
+
+AnswerFormat = Callable[[Message, "Completion | None"], "MessageIn | NativeItem"]
+"""What to store for the answer: given it as a chat message (the text and the calls of the
+client's tools) and the upstream's last completion (None after a review), the turn as another
+API keeps it (a `NativeItem` whose view is that message): a Responses client's output items
+with the ids it was shown, say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +125,9 @@ class AskResult:
     """The upstream's last response as it came (every choice, logprobs, fields the gateway
     does not know), when the client gives it (`Completion.raw`); for a service that hands it
     on. Its first choice is what was stored."""
+    input_seq: int = 0
+    """The seq of the turn answered: the request's last turn as stored (the answer's turns
+    follow it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +184,8 @@ class _Run:
     client_calls: tuple[dict[str, Any], ...] = ()
     passthrough: list[dict[str, Any]] | None = None
     """The client's own messages, sent instead of the memory (history "client")."""
+    answer_format: AnswerFormat | None = None
+    input_seq: int = 0
     turns: list[Turn] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     warnings: list[AssemblyWarning] = field(default_factory=list)
@@ -306,6 +317,8 @@ class Gateway:
         options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         passthrough: Sequence[MessageIn] | None = None,
+        answer_format: AnswerFormat | None = None,
+        expect_turns: int | None = None,
     ) -> AskResult:
         """Answers the thread's newest user turn (or tool results) with the thread's memory.
 
@@ -334,6 +347,12 @@ class Gateway:
             model: overrides the profile's answering model for this call.
             review: called with the model's answer; what it returns is stored instead (a
                 human-reviewed answer). The background update then reads it from the store.
+            answer_format: what to store for the answer (see `AnswerFormat`); None stores
+                the chat message.
+            expect_turns: the thread must have exactly this many turns when its lock is
+                taken, else `ConflictError` and nothing is stored: for a client continuing
+                from a known point (a Responses ``previous_response_id``) that forks when
+                the thread went on meanwhile.
 
         Raises:
             ValidationError, NotFoundError: bad input; nothing stored.
@@ -344,7 +363,10 @@ class Gateway:
         request = self._checked_request(message, messages, tools)  # before any lock or write
         plan = self.plan(profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens)
         async with self._conversation(tenant_id, thread_id, user_id, system_prompt, request) as on:
-            run = await self._begin(tenant_id, on, request, user_id, plan, options, passthrough)
+            run = await self._begin(
+                tenant_id, on, request, user_id, plan, options, passthrough, expect_turns
+            )
+            run.answer_format = answer_format
             async for _ in self._answer(run, stream=False):
                 pass
             answer = run.answer or ""
@@ -370,6 +392,8 @@ class Gateway:
         options: Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         passthrough: Sequence[MessageIn] | None = None,
+        answer_format: AnswerFormat | None = None,
+        expect_turns: int | None = None,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
@@ -381,7 +405,10 @@ class Gateway:
             found = self._conversation(tenant_id, thread_id, user_id, system_prompt, request)
             async with found as on:
                 stream.thread_id = on
-                run = await self._begin(tenant_id, on, request, user_id, plan, options, passthrough)
+                run = await self._begin(
+                    tenant_id, on, request, user_id, plan, options, passthrough, expect_turns
+                )
+                run.answer_format = answer_format
                 async for text in self._answer(run, stream=True):
                     yield text
                 stream.result = await self._finish(run, run.answer or "", reviewed=False)
@@ -504,6 +531,7 @@ class Gateway:
         plan: CallPlan,
         options: Mapping[str, Any] | None,
         passthrough: Sequence[MessageIn] | None = None,
+        expect_turns: int | None = None,
     ) -> _Run:
         client_history = passthrough is not None
         run = _Run(
@@ -526,7 +554,13 @@ class Gateway:
             request=request.views,
             tokenizer=tokenizer_for(run.plan.model),
         )
+        if expect_turns is not None and placed.turn_count != expect_turns:
+            raise ConflictError(
+                f"thread {thread_id!r} has {placed.turn_count} turns, not {expect_turns}: "
+                "it went on since"
+            )
         new = request.items[placed.start :]
+        run.input_seq = placed.turn_count if placed.after_seq is None else placed.after_seq
         if new or placed.after_seq is not None:
             try:
                 run.turns += await self.store.append(
@@ -538,6 +572,8 @@ class Gateway:
                 )
             except ValidationError as exc:  # its paths name the new turns: name the request's
                 raise exc.shifted("messages", placed.start) from exc
+            if run.turns:
+                run.input_seq = run.turns[-1].seq or run.input_seq
         return run
 
     def plan(
@@ -678,7 +714,7 @@ class Gateway:
         return await self._store_output(run, [assistant, *results], from_model=True)
 
     async def _store_output(
-        self, run: _Run, messages: list[Message], *, from_model: bool
+        self, run: _Run, messages: Sequence[MessageIn | NativeItem], *, from_model: bool
     ) -> list[Turn]:
         """Stores what answers the user's turn. An answer of the model that the store refuses
         (over the size of a turn, say) is the upstream's fault, not the client's: an
@@ -700,7 +736,10 @@ class Gateway:
         if run.client_calls:
             stored = {"role": "assistant", "content": answer or None}
             stored["tool_calls"] = list(run.client_calls)
-        run.turns += await self._store_output(run, [stored], from_model=not reviewed)
+        turn: MessageIn | NativeItem = stored
+        if run.answer_format is not None:
+            turn = run.answer_format(stored, None if reviewed else run.completion)
+        run.turns += await self._store_output(run, [turn], from_model=not reviewed)
         self._submit_update(run, reviewed)
         assert run.context is not None
         return AskResult(
@@ -716,6 +755,7 @@ class Gateway:
             thread_id=run.thread_id,
             tool_calls=run.client_calls,
             response=run.completion.raw if run.completion is not None else None,
+            input_seq=run.input_seq,
         )
 
     def _update_due(self, run: _Run) -> bool:

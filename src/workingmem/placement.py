@@ -47,6 +47,8 @@ class Placement:
     after_seq: int | None = None
     """None: append after the thread's newest turn. A seq: an edit or a regenerate; the
     turns after it are replaced (the memory rolled back with them)."""
+    turn_count: int = 0
+    """The thread's turns when it was read (0 for a new thread)."""
 
 
 def visible(turns: Iterable[tuple[int, MessageIn]]) -> list[tuple[int, MessageIn]]:
@@ -76,17 +78,19 @@ async def place(
 ) -> Placement:
     """Where `request` (validated chat views) goes in the thread (see the module)."""
     try:
-        newest, complete = await _newest_visible(store, tenant_id, thread_id, request, tokenizer)
+        newest, complete, count = await _newest_visible(
+            store, tenant_id, thread_id, request, tokenizer
+        )
     except NotFoundError:
         return Placement(start=0)  # a new thread
     extended = overlap([m for _, m in newest], request)
     if extended or not newest:
-        return Placement(start=extended)
+        return Placement(start=extended, turn_count=count)
     oldest = newest if complete else await opening(store, tenant_id, thread_id, len(request) + 1)
     found = continuation([m for _, m in oldest], request)
     if found.keep is None:
-        return Placement(start=found.start)
-    return Placement(start=found.start, after_seq=oldest[found.keep - 1][0])
+        return Placement(start=found.start, turn_count=count)
+    return Placement(start=found.start, after_seq=oldest[found.keep - 1][0], turn_count=count)
 
 
 async def _newest_visible(
@@ -95,9 +99,9 @@ async def _newest_visible(
     thread_id: str,
     request: Sequence[MessageIn],
     tokenizer: Tokenizer,
-) -> tuple[list[tuple[int, MessageIn]], bool]:
+) -> tuple[list[tuple[int, MessageIn]], bool, int]:
     """The thread's newest client-visible turns, at least ``len(request)`` of them when there
-    are, starting at a unit's first turn; and whether that is the whole thread."""
+    are, starting at a unit's first turn; whether that is the whole thread; its turn count."""
     limit = max(len(request), 1)
     while True:
         tail = await store.read_tail(
@@ -110,7 +114,7 @@ async def _newest_visible(
             continue
         shown = visible((t.seq, t.message) for t in turns)
         if whole or len(shown) >= len(request):
-            return shown, whole
+            return shown, whole, tail.thread.turn_count
         limit *= 2
 
 

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 EXAMPLES = 25
 CHAT = "POST /v1/chat/completions"
+RESPONSES = "POST /v1/responses"
 ROOMY = CONFIG.model_copy(
     update={"models": {"answer-model": wm.ModelInfo(id="answer-model", context_window=1_000_000)}}
 )
@@ -81,7 +82,12 @@ def target(
 
         @schema.hook
         def filter_body(context: HookContext, body: Any) -> bool:
-            return context.operation is None or context.operation.label != CHAT or in_order(body)
+            label = context.operation.label if context.operation is not None else None
+            if label == CHAT:
+                return in_order(body)
+            if label == RESPONSES:
+                return answerable(body)
+            return True
 
         yield Target(schema=schema, url=live.url, database_url=database_url)
 
@@ -118,6 +124,32 @@ def in_order(body: Any) -> bool:
         if len(set(calls)) != len(calls):
             return False
         open_calls = set(calls)
+    return True
+
+
+def answerable(body: Any) -> bool:
+    """The Responses operation's description (`routes.responses.RULES`): the input's last
+    item the user's or a call's output; one of `conversation` and `previous_response_id`;
+    function tools only; the cap and the request well within the model's window."""
+    if not isinstance(body, dict):
+        return True
+    if body.get("conversation") is not None and body.get("previous_response_id") is not None:
+        return False
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(
+        not isinstance(t, dict) or t.get("type") != "function" for t in tools
+    ):
+        return False
+    cap = body.get("max_output_tokens")
+    if (isinstance(cap, int) and cap > 1_000) or len(json.dumps(body)) > 8_000:
+        return False
+    items = body.get("input")
+    if isinstance(items, list) and items and isinstance(items[-1], dict):
+        last = items[-1]
+        kind = last.get("type") or "message"
+        if kind == "message":
+            return last.get("role") != "assistant"
+        return isinstance(kind, str) and kind.endswith("_output")
     return True
 
 

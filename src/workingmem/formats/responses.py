@@ -24,11 +24,15 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 
-__all__ = ["FORMAT", "items_of", "turns_of"]
+__all__ = ["FORMAT", "OPEN_UNIT_READ", "items_of", "open_calls", "starts_with_output", "turns_of"]
 
 FORMAT = "openai.responses"
 _USER_ROLES = ("user", "system", "developer")
 _USER_SIDE_TYPES = ("mcp_approval_response", "item_reference")
+
+OPEN_UNIT_READ = 130
+"""How many of a thread's newest turns hold its newest unit, whatever it is: an assistant turn
+of up to 128 calls and their results."""
 
 
 def turns_of(
@@ -72,6 +76,27 @@ def turns_of(
             turns.append(NativeItem(FORMAT, {"items": [item]}, _user_view(item)))
     flush()
     return turns
+
+
+def open_calls(turns: Sequence[Turn]) -> frozenset[str]:
+    """The calls of the newest assistant turn in `turns` (a thread's newest turns, oldest
+    first) that no tool turn after it answers yet: what an output item at the start of the
+    next items answers (`turns_of`'s `open_calls`)."""
+    answered: set[str] = set()
+    for turn in reversed(turns):
+        if turn.role == "tool" and turn.tool_call_id is not None:
+            answered.add(turn.tool_call_id)
+        elif turn.role == "assistant" and turn.tool_calls:
+            return frozenset(call.id for call in turn.tool_calls) - answered
+        else:
+            break
+    return frozenset()
+
+
+def starts_with_output(items: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the first item is a call's output (``function_call_output``, ...)."""
+    kind = items[0].get("type") if items else None
+    return isinstance(kind, str) and kind.endswith("_output")
 
 
 def items_of(turn: Turn) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from typing import Any, cast
 from ..agent_memory import AgentMemory, AgentMemoryConfig
 from ..config import WorkingMemoryConfig
 from ..errors import ValidationError
-from ..formats.responses import items_of, turns_of
+from ..formats.responses import OPEN_UNIT_READ, items_of, open_calls, starts_with_output, turns_of
 from ..llm import LLMClient
 from ..messages import check_id
 from ..stores import Store
@@ -46,9 +46,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     raise missing_extra("agents", "OpenAI Agents SDK") from exc
 
 __all__ = ["WorkingMemorySession"]
-
-_OPEN_UNIT_READ = 64
-"""Turns read back to find the newest unit's open calls when an output item comes first."""
 
 InputCallback = Callable[
     [list[TResponseInputItem], list[TResponseInputItem]], Awaitable[list[TResponseInputItem]]
@@ -180,14 +177,14 @@ class WorkingMemorySession:
             return
 
         async def add() -> None:
-            open_calls: frozenset[str] = frozenset()
-            if _starts_with_output(kept):
-                open_calls = await self._open_calls(tenant)
+            answering: frozenset[str] = frozenset()
+            if starts_with_output(kept):
+                answering = await self._open_calls(tenant)
             await self.memory.append(
                 tenant_id=tenant,
                 thread_id=self.session_id,
                 user_id=user,
-                messages=turns_of(kept, open_calls=open_calls),
+                messages=turns_of(kept, open_calls=answering),
             )
 
         await self.memory.run(add)
@@ -319,27 +316,14 @@ class WorkingMemorySession:
 
     async def _open_calls(self, tenant: str) -> frozenset[str]:
         turns = await self.memory.tail_turns(
-            tenant_id=tenant, thread_id=self.session_id, count=_OPEN_UNIT_READ
+            tenant_id=tenant, thread_id=self.session_id, count=OPEN_UNIT_READ
         )
-        answered: set[str] = set()
-        for turn in reversed(turns):
-            if turn.role == "tool" and turn.tool_call_id is not None:
-                answered.add(turn.tool_call_id)
-            elif turn.role == "assistant" and turn.tool_calls:
-                return frozenset(call.id for call in turn.tool_calls) - answered
-            else:
-                break
-        return frozenset()
+        return open_calls(turns)
 
 
 def _context_id(context: object, key: str) -> str | None:
     value = context.get(key) if isinstance(context, Mapping) else getattr(context, key, None)
     return None if value is None else check_id(key, value)
-
-
-def _starts_with_output(items: Sequence[Mapping[str, Any]]) -> bool:
-    kind = items[0].get("type")
-    return isinstance(kind, str) and kind.endswith("_output")
 
 
 def _first_text(content: object) -> str | None:

@@ -41,7 +41,7 @@ from .limits import BodyLimitMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .openapi import publish
 from .page_security import PageSecurityMiddleware
-from .routes import chat, models, ops, threads, ui, working_memory
+from .routes import chat, conversations, models, ops, responses, threads, ui, working_memory
 from .routes import mcp as mcp_route
 from .settings import ServiceSettings
 from .state import Services
@@ -99,7 +99,7 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(PageSecurityMiddleware)
-    for module in (chat, models, threads, working_memory, ops, ui):
+    for module in (chat, responses, conversations, models, threads, working_memory, ops, ui):
         app.include_router(module.router)
     app.include_router(threads.deletion)  # last: its path matches every path under a thread
     app.router.routes.append(mcp_route.route)

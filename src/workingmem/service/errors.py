@@ -191,8 +191,11 @@ async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
 async def _on_request_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
-    first = errors[0] if errors else {}
-    where = ".".join(str(part) for part in first.get("loc", ()))
+    # the deepest error: of a union's branches, the one that got furthest into the value
+    first: dict[str, Any] = dict(max(errors, key=lambda e: len(e.get("loc", ())), default={}))
+    where = ".".join(  # without the names pydantic gives a union's branches ("list[...]")
+        str(part) for part in first.get("loc", ()) if not (isinstance(part, str) and "[" in part)
+    )
     reason = str(first.get("msg", "invalid request"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return error_response(

@@ -8,13 +8,32 @@ checks it (a 400 naming the parameter); these annotations publish the same rule,
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from fastapi import Header, Path
+from fastapi import Depends, Header, Path, Query
 
 from ..messages import ID_PATTERN, MAX_ID_CHARS
 
-__all__ = ["ID_SCHEMA", "ThreadIdHeader", "ThreadIdPath", "UserIdHeader", "UserIdPath"]
+__all__ = [
+    "ID_SCHEMA",
+    "AfterQuery",
+    "AskHeaders",
+    "HistoryHeader",
+    "ItemIdPath",
+    "LimitQuery",
+    "OrderQuery",
+    "Page",
+    "PageQuery",
+    "ProfileHeader",
+    "ResponseIdPath",
+    "ThreadIdHeader",
+    "ThreadIdPath",
+    "UserIdHeader",
+    "UserIdPath",
+    "header_text",
+    "thread_header",
+]
 
 ID_SCHEMA: dict[str, Any] = {"minLength": 1, "maxLength": MAX_ID_CHARS, "pattern": ID_PATTERN}
 """Published only: the library enforces the rule, with its own message."""
@@ -25,6 +44,41 @@ ThreadIdPath = Annotated[
 ]
 UserIdPath = Annotated[
     str, Path(description="The user's id, as the application chose it", json_schema_extra=ID_SCHEMA)
+]
+ProfileHeader = Annotated[str | None, Header(alias="X-Profile")]
+HistoryHeader = Annotated[
+    Literal["memory", "client"] | None,
+    Header(
+        alias="X-Workingmem-History",
+        description="What the model reads: the thread's memory, or the client's own messages "
+        "(input) as sent (else the profile's `history`)",
+    ),
+]
+OrderQuery = Annotated[Literal["asc", "desc"], Query(description="Oldest or newest first")]
+AfterQuery = Annotated[
+    str | None,
+    Query(description="The id of the item a page starts after", json_schema_extra=ID_SCHEMA),
+]
+LimitQuery = Annotated[int, Query(ge=1, le=100, description="At most this many items")]
+
+
+@dataclass
+class PageQuery:
+    """A page of a list of items: its order, the item it starts after, its length."""
+
+    order: OrderQuery = "desc"
+    after: AfterQuery = None
+    limit: LimitQuery = 20
+
+
+Page = Annotated[PageQuery, Depends()]
+
+
+ResponseIdPath = Annotated[
+    str, Path(description="A stored response's id (``resp_...``)", json_schema_extra=ID_SCHEMA)
+]
+ItemIdPath = Annotated[
+    str, Path(description="An item's id, as the item lists give it", json_schema_extra=ID_SCHEMA)
 ]
 ThreadIdHeader = Annotated[
     str | None,
@@ -42,3 +96,38 @@ UserIdHeader = Annotated[
         json_schema_extra=ID_SCHEMA,
     ),
 ]
+
+
+def header_text(value: str | None) -> str | None:
+    """A header's text: HTTP gives latin-1, clients (httpx, the SDK) send UTF-8 for anything
+    beyond ASCII, so a value that is valid UTF-8 is read as UTF-8."""
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
+def thread_header(thread_id: str) -> dict[str, str]:
+    """The thread answered, always said: a client that named none learns the one found."""
+    return {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
+
+
+@dataclass
+class _AskHeaders:
+    """The headers of a request the model answers: its thread, user, profile and history,
+    read as UTF-8 (`header_text`)."""
+
+    x_thread_id: ThreadIdHeader = None
+    x_user_id: UserIdHeader = None
+    x_profile: ProfileHeader = None
+    x_history: HistoryHeader = None
+
+    def __post_init__(self) -> None:
+        self.x_thread_id = header_text(self.x_thread_id)
+        self.x_user_id = header_text(self.x_user_id)
+        self.x_profile = header_text(self.x_profile)
+
+
+AskHeaders = Annotated[_AskHeaders, Depends()]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
 from .base import MemoryStateStore, StateWrite, Store, Tail, ThreadStore, TurnStore
+from .responses import ResponseStore
 from .sql import SQLStore
 from .sqlite import SQLiteStore
 
@@ -26,6 +27,7 @@ __all__ = [
     "DEFAULT_SQLITE_PATH",
     "MemoryStateStore",
     "PostgresStore",
+    "ResponseStore",
     "SQLStore",
     "SQLiteStore",
     "StateWrite",

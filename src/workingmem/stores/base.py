@@ -6,9 +6,10 @@
 
 Narrow protocols that compose: `TurnStore` (threads and their turns), `MemoryStateStore` (a
 thread's summary state, its versions and its update lease), `ThreadStore` (both: what the
-thread memory needs), and `Store` (that, `DocumentStore` for agent memory and `ApiKeyStore`
-for the service): what the gateway takes. Every method is scoped by `tenant_id`: a thread of
-another tenant is `NotFoundError`, with the same message as a thread that does not exist.
+thread memory needs), and `Store` (that, `DocumentStore` for agent memory, `ApiKeyStore` for
+the service and `ResponseStore` for the Responses API's stored responses): what the gateway
+takes. Every method is scoped by `tenant_id`: a thread of another tenant is `NotFoundError`,
+with the same message as a thread that does not exist.
 Backends: `SQLiteStore` (the embedded default) and `PostgresStore` (the `postgres` extra), one
 `SQLStore` on two dialects. One contract suite (tests/stores) runs against both.
 """
@@ -24,6 +25,7 @@ from ..tokens import Tokenizer
 from ..types import CountedTurn, Fact, MessageIn, NativeItem, Thread, Turn, WorkingMemoryState
 from .documents import DocumentStore
 from .keys import ApiKeyStore
+from .responses import ResponseStore
 
 __all__ = ["MemoryStateStore", "StateWrite", "Store", "Tail", "ThreadStore", "TurnStore"]
 
@@ -262,5 +264,5 @@ class ThreadStore(TurnStore, MemoryStateStore, Protocol):
 
 
 @runtime_checkable
-class Store(ThreadStore, DocumentStore, ApiKeyStore, Protocol):
+class Store(ThreadStore, DocumentStore, ApiKeyStore, ResponseStore, Protocol):
     """Everything the gateway and the service keep: what `open_store` returns."""

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...errors import ValidationError
@@ -28,7 +28,10 @@ from ..chat_response import completion_body
 from ..chat_schemas import ORDER_RULES, ChatCompletion, ChatCompletionRequest, forwarded
 from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..errors import ApiError
-from ..params import ThreadIdHeader, UserIdHeader
+from ..params import (
+    AskHeaders,
+    thread_header,
+)
 from ..sse import StreamInfo, answer_events, first_piece
 from ..state import get_services
 from ..turns import plan_turns
@@ -37,17 +40,6 @@ from . import BUSY, ERRORS, UPSTREAM
 __all__ = ["router"]
 
 router = APIRouter(tags=["chat"], responses=ERRORS)
-
-
-def _header_text(value: str | None) -> str | None:
-    """A header's text: HTTP gives latin-1, clients (httpx, the SDK) send UTF-8 for anything
-    beyond ASCII, so a value that is valid UTF-8 is read as UTF-8."""
-    if value is None:
-        return None
-    try:
-        return value.encode("latin-1").decode("utf-8")
-    except UnicodeError:
-        return value
 
 
 @router.post(
@@ -61,27 +53,15 @@ async def chat_completions(
     body: ChatCompletionRequest,
     request: Request,
     tenant: Tenant,
-    x_thread_id: ThreadIdHeader = None,
-    x_user_id: UserIdHeader = None,
-    x_profile: Annotated[str | None, Header(alias="X-Profile")] = None,
-    x_history: Annotated[
-        Literal["memory", "client"] | None,
-        Header(
-            alias="X-Workingmem-History",
-            description="What the model reads: the thread's memory, or the client's messages "
-            "as sent (else the profile's `history`)",
-        ),
-    ] = None,
+    asked: AskHeaders,
 ) -> Response:
     """OpenAI's chat completion; the thread comes from ``X-Thread-Id``, else from
     ``metadata.thread_id``, else it is the conversation the messages open (a front end that
     resends the whole history needs no id); the response's ``X-Thread-Id`` names it."""
     services = get_services(request)
     gateway = services.gateway
-    x_thread_id, x_user_id = _header_text(x_thread_id), _header_text(x_user_id)
-    x_profile = _header_text(x_profile)
-    thread_id = _thread_id(x_thread_id, body)
-    user_id = body.user or x_user_id or None
+    thread_id = _thread_id(asked.x_thread_id, body)
+    user_id = body.user or asked.x_user_id or None
     if user_id is not None:
         check_id("user", user_id)
     if body.stream and (body.n or 1) > 1:
@@ -92,7 +72,7 @@ async def chat_completions(
             param="n",
         )
     turns = plan_turns(body)
-    profile, model = gateway.profiles.for_request(x_profile, body.model)
+    profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     ask: dict[str, Any] = {
@@ -107,7 +87,7 @@ async def chat_completions(
         "options": forwarded(body),
         "max_tokens": body.max_completion_tokens or body.max_tokens,
     }
-    if (x_history or gateway.profiles.get(profile).history) == "client":
+    if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         raw = await request.json()  # the client's messages as it sent them, system included
         ask["passthrough"] = raw["messages"]
     if body.stream:
@@ -116,7 +96,7 @@ async def chat_completions(
             first = await first_piece(stream)
         except ValidationError as exc:
             raise turns.named(exc) from exc
-        headers = _thread_header(stream.thread_id or "")
+        headers = thread_header(stream.thread_id or "")
         info = StreamInfo(
             completion_id=completion_id,
             created=created,
@@ -135,16 +115,11 @@ async def chat_completions(
     except ValidationError as exc:
         raise turns.named(exc) from exc
     services.metrics.observe_answer(result.usage)
-    headers = _thread_header(result.thread_id)
+    headers = thread_header(result.thread_id)
     if result.warnings:
         headers["X-Workingmem-Warnings"] = ",".join(sorted({w.code for w in result.warnings}))
     answer = completion_body(result, completion_id=completion_id, created=created)
     return JSONResponse(answer, headers=headers)
-
-
-def _thread_header(thread_id: str) -> dict[str, str]:
-    """The thread answered, always said: a client that named none learns the one found."""
-    return {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
 
 
 def _thread_id(header: str | None, body: ChatCompletionRequest) -> str | None:

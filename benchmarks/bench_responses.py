@@ -1,0 +1,182 @@
+"""`/v1/responses` beside `/v1/chat/completions` on the same conversation, and the input a
+long `previous_response_id` chain sends upstream with the memory against the whole chain.
+
+    .venv/bin/python benchmarks/bench_responses.py [--turns 200] [--requests 100] [--rounds 3]
+
+`workingmem serve` runs in a process of its own (SQLite in a temporary folder), in front of the
+instant upstream (`_instant_upstream`, another process): every answer is "OK." at once, so what
+is timed is the gateway. The messages are LoCoMo user turns.
+
+- **overhead**: one client, one request at a time, alternating: a chat completion that sends
+  only the new message with an ``X-Thread-Id``, then a response that continues its own thread
+  with ``previous_response_id``; the same messages, both threads growing alike. Latency as the
+  client sees it (median, p99), per endpoint, and the difference.
+- **input**: a chain of `--turns` turns (`--turns / 2` requests, each continuing from the one
+  before) through ``/v1/responses``: the input tokens the upstream was sent per request (the
+  gateway's usage, as the instant upstream counts it: 4 characters a token), against what the
+  whole chain would be at that request (what a server that replays the chain sends), counted
+  the same way. The profile: the service's default (SUMMARY_BUFFER, gpt-4o-mini).
+
+Each round runs both parts; the report gives the median over the rounds and their spread
+(min-max). It prints figures, never asserts. Progress goes to stderr, the report to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from _data import default_data_path, load_conversations, thread_messages
+from _processes import server_process
+from bench_gateway import progress
+
+SERVICE = Path(__file__).resolve().parent / "bench_service.py"
+DATABASE_ENV = "WORKINGMEM_DATABASE_URL"
+
+
+def user_texts(count: int) -> Iterator[str]:
+    """LoCoMo's user turns, in order, as many as asked (the data cycles if short)."""
+    messages = thread_messages(load_conversations(default_data_path()), count * 2)
+    texts = [str(m["content"]) for m in messages if m["role"] == "user"]
+    for index in range(count):
+        yield texts[index % len(texts)]
+
+
+def chat(client: httpx.Client, thread: str, text: str) -> float:
+    started = time.perf_counter()
+    answer = client.post(
+        "/v1/chat/completions",
+        headers={"X-Thread-Id": thread},
+        json={"messages": [{"role": "user", "content": text}]},
+    )
+    elapsed = time.perf_counter() - started
+    answer.raise_for_status()
+    return elapsed
+
+
+def respond(
+    client: httpx.Client, previous: str | None, text: str
+) -> tuple[float, dict[str, object]]:
+    body: dict[str, object] = {"input": text}
+    if previous is not None:
+        body["previous_response_id"] = previous
+    started = time.perf_counter()
+    answer = client.post("/v1/responses", json=body)
+    elapsed = time.perf_counter() - started
+    answer.raise_for_status()
+    return elapsed, answer.json()
+
+
+def p99(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+
+
+def overhead(client: httpx.Client, requests: int) -> dict[str, float]:
+    """Alternating chat and responses requests on two threads of the same messages."""
+    thread = f"chat-{uuid.uuid4().hex}"
+    previous: str | None = None
+    chats: list[float] = []
+    responses: list[float] = []
+    for text in user_texts(requests):
+        chats.append(chat(client, thread, text))
+        elapsed, body = respond(client, previous, text)
+        responses.append(elapsed)
+        previous = str(body["id"])
+    return {
+        "chat_p50": statistics.median(chats) * 1000,
+        "chat_p99": p99(chats) * 1000,
+        "responses_p50": statistics.median(responses) * 1000,
+        "responses_p99": p99(responses) * 1000,
+    }
+
+
+def chain_input(client: httpx.Client, turns: int) -> dict[str, float]:
+    """Input tokens per request of a chain, with the memory, against the whole chain."""
+    previous: str | None = None
+    whole_chars = 0
+    sent: list[int] = []
+    replayed: list[int] = []
+    for text in user_texts(turns // 2):
+        whole_chars += len(text)
+        _, body = respond(client, previous, text)
+        previous = str(body["id"])
+        usage = body["usage"]
+        assert isinstance(usage, dict)
+        sent.append(int(usage["input_tokens"]))
+        replayed.append(whole_chars // 4)
+        output = body["output"]
+        assert isinstance(output, list)
+        whole_chars += sum(len(part["text"]) for item in output for part in item["content"])
+    last = len(sent) - 1
+    return {
+        "memory_last": sent[last],
+        "whole_last": replayed[last],
+        "memory_mean": statistics.mean(sent),
+        "whole_mean": statistics.mean(replayed),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200, help="turns of the chain (input part)")
+    parser.add_argument("--requests", type=int, default=100, help="requests per endpoint")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    rounds: list[dict[str, float]] = []
+    with (
+        server_process("upstream", [sys.executable, str(SERVICE), "--serve-upstream"], {}) as (
+            _,
+            upstream_port,
+        ),
+        tempfile.TemporaryDirectory(prefix="workingmem-bench-") as folder,
+    ):
+        upstream = f"http://127.0.0.1:{upstream_port}/v1"
+        command = [sys.executable, str(SERVICE), "--serve-service", upstream, "--workers", "1"]
+        env = {DATABASE_ENV: str(Path(folder) / "service.db")}
+        with (
+            server_process("service", command, env) as (_, port),
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client,
+        ):
+            for number in range(args.rounds):
+                progress(f"round {number + 1} of {args.rounds}")
+                figures = overhead(client, args.requests)
+                figures.update(chain_input(client, args.turns))
+                rounds.append(figures)
+    report(rounds, args)
+
+
+def report(rounds: list[dict[str, float]], args: argparse.Namespace) -> None:
+    def cell(key: str) -> str:
+        values = [r[key] for r in rounds]
+        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    def ratio(top: str, bottom: str) -> str:
+        values = [r[top] / r[bottom] for r in rounds]
+        return f"{statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+    print(f"# /v1/responses beside /v1/chat/completions ({len(rounds)} rounds; median (min-max))")
+    print()
+    print(f"overhead, {args.requests} requests each, one client, ms per request")
+    print(f"  chat completions  p50 {cell('chat_p50')}  p99 {cell('chat_p99')}")
+    print(f"  responses         p50 {cell('responses_p50')}  p99 {cell('responses_p99')}")
+    print(f"  responses / chat  p50 {ratio('responses_p50', 'chat_p50')}")
+    print(f"                    p99 {ratio('responses_p99', 'chat_p99')}")
+    print()
+    print(f"input tokens per request, a {args.turns}-turn previous_response_id chain")
+    print(f"  with the memory   last {cell('memory_last')}  mean {cell('memory_mean')}")
+    print(f"  the whole chain   last {cell('whole_last')}  mean {cell('whole_mean')}")
+    print(f"  memory / whole    last {ratio('memory_last', 'whole_last')}")
+    print(f"                    mean {ratio('memory_mean', 'whole_mean')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""A Responses request's fields as a chat completion's, and a chat answer as Responses items.
+
+    options = chat_options(tools=..., tool_choice=..., text=..., reasoning=...)
+    items = output_items(answer_message, message_id="msg_...")
+
+For a gateway in front of a chat-completions upstream (vLLM, llama.cpp's server, Ollama,
+OpenAI's own chat endpoint): what the model is asked is translated here, the answer comes back
+as the output items a Responses client reads (an ``output_text`` message, ``function_call``
+items), and those items are what the thread stores. Pure conversions, no I/O.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ValidationError
+from ..types import Message, NativeItem
+from .responses import turns_of
+
+__all__ = [
+    "answer_turn",
+    "chat_options",
+    "chat_tools",
+    "new_id",
+    "output_items",
+]
+
+
+def new_id(prefix: str) -> str:
+    """An id in OpenAI's style (``resp_...``, ``msg_...``, ``fc_...``, ``conv_...``)."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Function tools as chat tools. A hosted tool (``web_search``, ``file_search``, ...) is
+    the upstream's own and a chat upstream has none: refused, named."""
+    out: list[dict[str, Any]] = []
+    for index, tool in enumerate(tools):
+        if tool.get("type") != "function":
+            raise ValidationError(
+                f"tools[{index}].type",
+                f"{tool.get('type')!r} tools are not served: only function tools are "
+                "(the client runs them)",
+            )
+        function = {"name": tool["name"]}
+        for key in ("description", "parameters", "strict"):
+            if tool.get(key) is not None:
+                function[key] = tool[key]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def chat_options(
+    *,
+    tool_choice: object = None,
+    text: Mapping[str, Any] | None = None,
+    reasoning: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The chat request's fields for what a Responses request asks of the answer."""
+    options: dict[str, Any] = {}
+    if isinstance(tool_choice, str):
+        options["tool_choice"] = tool_choice
+    elif isinstance(tool_choice, Mapping):
+        if tool_choice.get("type") != "function":
+            raise ValidationError(
+                "tool_choice", "only 'none', 'auto', 'required' or a function tool is served"
+            )
+        options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["name"]}}
+    fmt = (text or {}).get("format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        schema = {"name": fmt["name"], "schema": fmt.get("schema") or {}}
+        for key in ("description", "strict"):
+            if fmt.get(key) is not None:
+                schema[key] = fmt[key]
+        options["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(fmt, Mapping) and fmt.get("type") == "json_object":
+        options["response_format"] = {"type": "json_object"}
+    verbosity = (text or {}).get("verbosity")
+    if verbosity is not None:
+        options["verbosity"] = verbosity
+    effort = (reasoning or {}).get("effort")
+    if effort is not None:
+        options["reasoning_effort"] = effort
+    return options
+
+
+def output_items(answer: Message, *, message_id: str) -> list[dict[str, Any]]:
+    """The answer (a chat assistant message) as output items: its text as one completed
+    ``message`` (when it has text, or calls nothing), then a ``function_call`` per call."""
+    items: list[dict[str, Any]] = []
+    text = answer.get("content")
+    calls = answer.get("tool_calls") or ()
+    if text or not calls:
+        items.append(
+            {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": text or "", "annotations": [], "logprobs": []}
+                ],
+            }
+        )
+    for call in calls:
+        function = call["function"]
+        items.append(
+            {
+                "id": new_id("fc"),
+                "type": "function_call",
+                "status": "completed",
+                "call_id": call["id"],
+                "name": function["name"],
+                "arguments": function["arguments"],
+            }
+        )
+    return items
+
+
+def answer_turn(answer: Message, *, message_id: str) -> NativeItem:
+    """The turn a thread stores for the answer: its output items verbatim, its view the
+    answer (see `workingmem.formats.responses`)."""
+    (turn,) = turns_of(output_items(answer, message_id=message_id))
+    return turn

@@ -1,0 +1,89 @@
+"""The Response object a ``POST /v1/responses`` returns (and a stream's lifecycle events carry).
+
+    body = response_object(info, status="completed", output=items, usage=result.usage)
+
+The request's own settings are echoed as OpenAI echoes them (with its defaults where the
+request left them out), so that the SDK's `Response` reads every required field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..llm import Usage
+from .responses_schemas import ResponseCreateRequest
+
+__all__ = ["ResponseInfo", "Status", "response_object", "response_usage"]
+
+Status = Literal["in_progress", "completed", "incomplete", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseInfo:
+    """What every state of one response shares."""
+
+    response_id: str
+    created_at: int
+    model: str
+    request: ResponseCreateRequest
+    conversation_id: str | None = None
+
+
+def response_usage(usage: Usage) -> dict[str, Any]:
+    """`Usage` as a Response's ``usage``."""
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def response_object(
+    info: ResponseInfo,
+    *,
+    status: Status,
+    output: list[dict[str, Any]],
+    usage: Usage | None = None,
+    error: dict[str, Any] | None = None,
+    incomplete_reason: str | None = None,
+) -> dict[str, Any]:
+    request = info.request
+    text = request.sent("text") or {}
+    reasoning = request.sent("reasoning") or {}
+    return {
+        "id": info.response_id,
+        "object": "response",
+        "created_at": info.created_at,
+        "status": status,
+        "background": False,
+        "error": error,
+        "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+        "instructions": request.instructions,
+        "max_output_tokens": request.max_output_tokens,
+        "metadata": dict(request.metadata or {}),
+        "model": info.model,
+        "output": output,
+        "parallel_tool_calls": True
+        if request.parallel_tool_calls is None
+        else request.parallel_tool_calls,
+        "previous_response_id": request.previous_response_id,
+        "conversation": {"id": info.conversation_id} if info.conversation_id else None,
+        "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+        "store": request.store,
+        "temperature": 1.0 if request.temperature is None else request.temperature,
+        "text": {
+            "format": text.get("format") or {"type": "text"},
+            **{k: v for k, v in text.items() if k != "format"},
+        },
+        "tool_choice": request.sent("tool_choice") or "auto",
+        "tools": [tool.model_dump(mode="json", exclude_unset=True) for tool in request.tools or ()],
+        "top_p": 1.0 if request.top_p is None else request.top_p,
+        "truncation": request.truncation or "disabled",
+        "usage": response_usage(usage) if usage is not None else None,
+        "user": request.user,
+        "safety_identifier": request.safety_identifier,
+        "prompt_cache_key": request.prompt_cache_key,
+    }

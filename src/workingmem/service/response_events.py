@@ -1,0 +1,137 @@
+"""A response as the Responses API's server-sent events.
+
+    first = await first_piece(stream)      # a failure before the answer: a plain HTTP error
+    return StreamingResponse(response_events(stream, first, info, ...), ...)
+
+The sequence a client's parser expects, numbered from 0: ``response.created``,
+``response.in_progress``; for the text, the message item (``output_item.added``,
+``content_part.added``, an ``output_text.delta`` per piece, ``output_text.done``,
+``content_part.done``, ``output_item.done``); each call of the client's tools
+(``output_item.added``, ``function_call_arguments.delta`` and ``.done``,
+``output_item.done``); then ``response.completed`` (``response.incomplete`` when the answer
+was cut at ``max_output_tokens``). The items carry the ids the thread stores them under. A
+failure once the stream has begun is a ``response.failed`` event and nothing is stored; a
+client that disconnects closes the answer, and no half answer is stored either.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any
+
+from ..errors import WorkingMemoryError
+from ..gateway import AnswerStream, AskResult
+from ..llm import Usage
+from .errors import map_error
+from .metrics import Metrics
+from .response_body import ResponseInfo, response_object
+
+__all__ = ["Finish", "response_events"]
+
+logger = logging.getLogger("workingmem.service")
+
+Finish = Callable[[AskResult], Awaitable[dict[str, Any]]]
+"""Stores what the answer made (the response record) and returns the final Response object."""
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {payload['type']}\ndata: {text}\n\n".encode()
+
+
+async def response_events(
+    stream: AnswerStream,
+    first: str | None,
+    info: ResponseInfo,
+    *,
+    message_id: str,
+    finish: Finish,
+    metrics: Metrics,
+) -> AsyncIterator[bytes]:
+    """The SSE body; closing it early (the client left) closes the answer: nothing stored."""
+    number = -1
+
+    def event(kind: str, **fields: Any) -> bytes:
+        nonlocal number
+        number += 1
+        return _event({"type": kind, "sequence_number": number, **fields})
+
+    def lifecycle(kind: str, status: Any, **more: Any) -> bytes:
+        return event(kind, response=response_object(info, status=status, output=[], **more))
+
+    message: dict[str, Any] = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "status": "in_progress",
+        "content": [],
+    }
+    where = {"item_id": message_id, "output_index": 0, "content_index": 0}
+    empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    opened = False
+    pieces: list[str] = []
+
+    def open_message() -> list[bytes]:
+        nonlocal opened
+        opened = True
+        return [
+            event("response.output_item.added", output_index=0, item=message),
+            event("response.content_part.added", **where, part=empty_part),
+        ]
+
+    async with aclosing(stream):
+        yield lifecycle("response.created", "in_progress")
+        yield lifecycle("response.in_progress", "in_progress")
+        try:
+            if first is not None:
+                for chunk in open_message():
+                    yield chunk
+                pieces.append(first)
+                yield event("response.output_text.delta", **where, delta=first, logprobs=[])
+                async for text in stream:
+                    pieces.append(text)
+                    yield event("response.output_text.delta", **where, delta=text, logprobs=[])
+            result = stream.result
+            assert result is not None, "a stream that ended has its result"
+            body = await finish(result)
+        except Exception as exc:
+            if isinstance(exc, WorkingMemoryError):
+                error = map_error(exc)
+                failure = {"code": "server_error", "message": error.message}
+            else:
+                logger.exception("the response's stream failed")
+                failure = {"code": "server_error", "message": "internal error"}
+            yield lifecycle("response.failed", "failed", error=failure)
+            return
+        metrics.observe_answer(result.usage if result is not None else Usage())
+        output: list[dict[str, Any]] = body["output"]
+        for index, item in enumerate(output):
+            if item.get("type") == "message":
+                if not opened:
+                    for chunk in open_message():
+                        yield chunk
+                part: dict[str, Any] = item["content"][0] if item.get("content") else empty_part
+                whole = part.get("text", "".join(pieces))
+                yield event("response.output_text.done", **where, text=whole, logprobs=[])
+                yield event("response.content_part.done", **where, part=part)
+                yield event("response.output_item.done", output_index=index, item=item)
+            elif item.get("type") == "function_call":
+                at = {"item_id": item.get("id", ""), "output_index": index}
+                started = {**item, "arguments": "", "status": "in_progress"}
+                yield event("response.output_item.added", output_index=index, item=started)
+                yield event("response.function_call_arguments.delta", **at, delta=item["arguments"])
+                yield event(
+                    "response.function_call_arguments.done",
+                    **at,
+                    name=item.get("name"),
+                    arguments=item["arguments"],
+                )
+                yield event("response.output_item.done", output_index=index, item=item)
+            else:
+                yield event("response.output_item.added", output_index=index, item=item)
+                yield event("response.output_item.done", output_index=index, item=item)
+        done = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+        yield event(done, response=body)

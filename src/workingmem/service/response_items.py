@@ -1,0 +1,192 @@
+"""A thread's turns as the Responses and Conversations APIs' items, with their ids.
+
+    page = await list_items(store, tenant_id="t1", thread_id="conv_...", order="desc", limit=20)
+    seq, index = await locate(store, tenant_id="t1", thread_id="conv_...", item_id="msg_...")
+
+Items are kept verbatim in the turns (`workingmem.formats.responses`); an item given without an
+id (a user's message, say) is listed with one that says where it is (``msg_wm12_0``: the
+turn's seq and its place in the turn), so that it can be retrieved, deleted and paged after.
+An item's own id is found by reading the thread back from its newest turn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import NotFoundError
+from ..formats.responses import OPEN_UNIT_READ, items_of, open_calls
+from ..stores.base import TurnStore
+from ..types import Turn
+
+__all__ = ["ItemPage", "item_with_id", "list_items", "locate", "open_calls_before"]
+
+Order = Literal["asc", "desc"]
+
+_PAGE = 100
+_POSITION = re.compile(r"^[a-z]+_wm(\d+)_(\d+)$")
+_PREFIXES = {"message": "msg", "function_call_output": "fco", "function_call": "fc"}
+
+
+@dataclass(frozen=True, slots=True)
+class ItemPage:
+    """A page of items, in OpenAI's list shape."""
+
+    data: list[dict[str, Any]]
+    has_more: bool
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": self.data,
+            "first_id": self.data[0]["id"] if self.data else None,
+            "last_id": self.data[-1]["id"] if self.data else None,
+            "has_more": self.has_more,
+        }
+
+
+def item_with_id(item: dict[str, Any], seq: int, index: int) -> dict[str, Any]:
+    """The item as listed: its own id, else one of its position. A message says its type and
+    status, and a text content is its one part (``input_text``, or ``output_text`` for the
+    assistant's), as OpenAI lists them."""
+    kind = item.get("type", "message")
+    listed = {"type": kind, **item}
+    if not (isinstance(item.get("id"), str) and item["id"]):
+        listed = {"id": f"{_PREFIXES.get(kind, 'item')}_wm{seq}_{index}", **listed}
+    if kind == "message":
+        listed.setdefault("status", "completed")
+        if isinstance(listed.get("content"), str):
+            listed["content"] = [_part(listed.get("role"), listed["content"])]
+    return listed
+
+
+def _part(role: object, text: str) -> dict[str, Any]:
+    if role == "assistant":
+        return {"type": "output_text", "text": text, "annotations": []}
+    return {"type": "input_text", "text": text}
+
+
+def _items(turn: Turn) -> list[dict[str, Any]]:
+    assert turn.seq is not None
+    return [item_with_id(item, turn.seq, i) for i, item in enumerate(items_of(turn))]
+
+
+async def _turns(
+    store: TurnStore, tenant_id: str, thread_id: str, order: Order, first: int, last: int
+) -> AsyncIterator[Turn]:
+    """The turns with seq in [first, last], in `order`, a page of the store at a time."""
+    if order == "asc":
+        after = first - 1
+        while after < last:
+            page = await store.list_turns(
+                tenant_id=tenant_id, thread_id=thread_id, after_seq=after, limit=_PAGE
+            )
+            for turn in page:
+                if turn.seq is not None and turn.seq <= last:
+                    yield turn
+            if len(page) < _PAGE:
+                return
+            after = page[-1].seq or last
+        return
+    end = last
+    while end >= first:
+        start = max(first - 1, end - _PAGE)
+        page = await store.list_turns(
+            tenant_id=tenant_id, thread_id=thread_id, after_seq=start, limit=end - start
+        )
+        for turn in reversed(page):
+            yield turn
+        end = start
+
+
+async def list_items(
+    store: TurnStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    order: Order = "desc",
+    after: str | None = None,
+    limit: int = 20,
+    first: int = 1,
+    last: int | None = None,
+) -> ItemPage:
+    """A page of the items of turns `first`..`last` (the whole thread by default), `after`
+    the item of that id (`NotFoundError` if it is not one of them)."""
+    if last is None:
+        last = (await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)).turn_count
+    if after is not None:
+        seq, _ = await locate(
+            store, tenant_id=tenant_id, thread_id=thread_id, item_id=after, first=first, last=last
+        )
+        if order == "asc":
+            first = seq
+        else:
+            last = seq
+    else:
+        seq = 0
+    data: list[dict[str, Any]] = []
+    async for turn in _turns(store, tenant_id, thread_id, order, first, last):
+        items = _items(turn)
+        if order == "desc":
+            items.reverse()
+        if after is not None and turn.seq == seq:
+            cut = next(i for i, item in enumerate(items) if item["id"] == after)
+            items = items[cut + 1 :]
+        for item in items:
+            if len(data) == limit:
+                return ItemPage(data, has_more=True)
+            data.append(item)
+    return ItemPage(data, has_more=False)
+
+
+async def locate(
+    store: TurnStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    item_id: str,
+    first: int = 1,
+    last: int | None = None,
+) -> tuple[int, int]:
+    """The (seq, index in the turn) of the item; `NotFoundError` when the thread has none of
+    that id (or the thread is missing, or another tenant's)."""
+    if last is None:
+        last = (await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)).turn_count
+    position = _POSITION.match(item_id)
+    if position is not None:
+        seq, index = int(position[1]), int(position[2])
+        if first <= seq <= last:
+            page = await store.list_turns(
+                tenant_id=tenant_id, thread_id=thread_id, after_seq=seq - 1, limit=1
+            )
+            items = _items(page[0]) if page else []
+            if index < len(items) and items[index]["id"] == item_id:
+                return seq, index
+        raise NotFoundError("item", item_id)
+    async for turn in _turns(store, tenant_id, thread_id, "desc", first, last):
+        for index, item in enumerate(_items(turn)):
+            if item["id"] == item_id:
+                assert turn.seq is not None
+                return turn.seq, index
+    raise NotFoundError("item", item_id)
+
+
+async def open_calls_before(
+    store: TurnStore, *, tenant_id: str, thread_id: str, seq: int | None = None
+) -> frozenset[str]:
+    """The calls still open before turn `seq` (after the newest turn when None): what an
+    output item placed there answers. A missing thread has none."""
+    try:
+        if seq is None:
+            seq = (await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)).turn_count + 1
+    except NotFoundError:
+        return frozenset()
+    if seq <= 1:
+        return frozenset()
+    start = max(0, seq - 1 - OPEN_UNIT_READ)
+    turns = await store.list_turns(
+        tenant_id=tenant_id, thread_id=thread_id, after_seq=start, limit=seq - 1 - start
+    )
+    return open_calls(turns) if turns else frozenset()

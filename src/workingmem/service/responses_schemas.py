@@ -1,0 +1,292 @@
+"""OpenAI's Responses and Conversations APIs on the wire: the requests, as the `openai` SDK's
+types define them.
+
+    body = ResponseCreateRequest.model_validate(request_json)
+
+Input items are typed where the thread needs them to be right (a message's role and content
+parts, a call's ``call_id``, ``name`` and ``arguments``, an output's ``call_id``); every other
+item type (``reasoning``, hosted tool calls, ...) is kept as it was sent, and so are fields an
+item has beyond those named. Request fields this service does not act on are accepted
+(``extra="allow"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
+
+from ..messages import MAX_PARTS
+from .chat_schemas import Metadata, ResponseFormatJSONObject, ResponseFormatText, Tokens
+from .params import ID_SCHEMA
+
+__all__ = [
+    "ConversationCreateRequest",
+    "ConversationUpdateRequest",
+    "ItemsCreateRequest",
+    "ResponseCreateRequest",
+    "dumped",
+]
+
+MAX_ITEMS = 2000
+"""The input items of one request (a whole history resent fits; a runaway client does not)."""
+
+Id = Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
+Text = Annotated[str, Field(max_length=1_000_000)]
+
+
+class _Open(BaseModel):
+    """A shape whose fields beyond those named are kept as sent (the SDK adds fields)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class InputText(_Open):
+    type: Literal["input_text"]
+    text: Text
+
+
+class OutputText(_Open):
+    type: Literal["output_text"]
+    text: Text
+    annotations: list[Any] | None = None
+
+
+class Refusal(_Open):
+    type: Literal["refusal"]
+    refusal: Text
+
+
+class InputImage(_Open):
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["low", "high", "auto", "original"] | None = None
+
+
+class InputFile(_Open):
+    type: Literal["input_file"]
+    file_id: str | None = None
+    file_data: str | None = None
+    file_url: str | None = None
+    filename: str | None = None
+
+
+Part = Annotated[
+    InputText | OutputText | Refusal | InputImage | InputFile, Field(discriminator="type")
+]
+Parts = Annotated[list[Part], Field(max_length=MAX_PARTS)]
+
+
+class MessageItem(_Open):
+    """A message: the user's (or a system / developer message), or an answer's text."""
+
+    type: Literal["message"] | None = None
+    role: Literal["user", "assistant", "system", "developer"]
+    content: Text | Parts
+    id: Id | None = None
+
+
+class FunctionCallItem(_Open):
+    type: Literal["function_call"]
+    call_id: Id
+    name: Annotated[str, Field(min_length=1, max_length=256)]
+    arguments: Text
+    id: Id | None = None
+
+
+class FunctionCallOutputItem(_Open):
+    type: Literal["function_call_output"]
+    call_id: Id
+    output: Text | Parts
+    id: Id | None = None
+
+
+KNOWN_TYPES = ("message", "function_call", "function_call_output")
+
+
+class OtherItem(_Open):
+    """Any other item (``reasoning``, a hosted tool's call, a custom tool's output): kept
+    verbatim; a ``*_output`` item answers the call its ``call_id`` names."""
+
+    type: Annotated[
+        str,
+        Field(min_length=1, max_length=64, json_schema_extra={"not": {"enum": list(KNOWN_TYPES)}}),
+    ]
+    call_id: Id | None = None
+
+
+def _item_kind(value: Any) -> str:
+    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None)
+    if kind is None:
+        kind = "message"
+    return kind if kind in KNOWN_TYPES else "other"
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[OtherItem, Tag("other")],
+    Discriminator(_item_kind),
+]
+Items = Annotated[list[InputItem], Field(min_length=1, max_length=MAX_ITEMS)]
+
+
+def dumped(items: Sequence[BaseModel]) -> list[dict[str, Any]]:
+    """The items as they were sent (the fields left out stay out)."""
+    return [item.model_dump(mode="json", exclude_unset=True) for item in items]
+
+
+class FunctionToolIn(_Open):
+    type: Literal["function"]
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: StrictBool | None = None
+
+
+class HostedTool(_Open):
+    """A tool the upstream runs (``web_search``, ``file_search``, ...): refused with a 400
+    that names it, since a chat upstream has none."""
+
+    type: Annotated[
+        str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"const": "function"}})
+    ]
+
+
+def _tool_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "function" if kind == "function" else "hosted"
+
+
+Tool = Annotated[
+    Annotated[FunctionToolIn, Tag("function")] | Annotated[HostedTool, Tag("hosted")],
+    Discriminator(_tool_kind),
+]
+
+
+class NamedFunction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["function"]
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class FormatJSONSchema(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    type: Literal["json_schema"]
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    schema_: dict[str, Any] = Field(alias="schema")
+    description: str | None = None
+    strict: StrictBool | None = None
+
+
+class TextConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    format: (
+        Annotated[
+            ResponseFormatText | ResponseFormatJSONObject | FormatJSONSchema,
+            Field(discriminator="type"),
+        ]
+        | None
+    ) = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+
+
+class ReasoningConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+class ConversationParam(BaseModel):
+    id: Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
+
+
+class ResponseCreateRequest(BaseModel):
+    """``POST /v1/responses``: what the model is asked, and which thread it continues."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [{"model": "gpt-4o-mini", "input": "What did I say my budget was?"}]
+        },
+    )
+
+    model: Annotated[str, Field(max_length=256)] | None = None
+    input: str | Items
+    """The user's text, or items: messages, function calls and their outputs, and any other
+    item, kept verbatim."""
+    instructions: str | None = None
+    """This call's system prompt (the memory is still added to it); not carried over to
+    the next response, as at OpenAI."""
+    previous_response_id: Id | None = None
+    conversation: Id | ConversationParam | None = None
+    store: StrictBool = True
+    """False keeps no response object (the turns are still the thread's memory)."""
+    stream: StrictBool = False
+    tools: Annotated[list[Tool], Field(max_length=128)] | None = None
+    """Function tools, run by the client: their calls come back as ``function_call`` items."""
+    tool_choice: Literal["none", "auto", "required"] | NamedFunction | None = None
+    parallel_tool_calls: StrictBool | None = None
+    text: TextConfig | None = None
+    reasoning: ReasoningConfig | None = None
+    max_output_tokens: Tokens | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
+    metadata: Metadata | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    user: Id | None = None
+    """The user (deprecated at OpenAI for `safety_identifier`); else ``X-User-Id``."""
+    safety_identifier: Annotated[str, Field(max_length=256)] | None = None
+    prompt_cache_key: Annotated[str, Field(max_length=256)] | None = None
+    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
+    include: Annotated[list[str], Field(max_length=16)] | None = None
+    background: Literal[False] | None = None
+    """Background responses are not served."""
+
+    def conversation_id(self) -> str | None:
+        """The conversation named, as an id."""
+        if isinstance(self.conversation, ConversationParam):
+            return self.conversation.id
+        return self.conversation
+
+    def items(self) -> list[dict[str, Any]]:
+        """The input as items, as sent (a text is one user message)."""
+        if isinstance(self.input, str):
+            return [{"role": "user", "content": self.input}]
+        return dumped(self.input)
+
+    def sent(self, name: str) -> Any:
+        """A field as the client sent it (None when left out)."""
+        value = getattr(self, name)
+        return (
+            value.model_dump(mode="json", exclude_unset=True, by_alias=True)
+            if isinstance(value, BaseModel)
+            else value
+        )
+
+
+class ConversationCreateRequest(BaseModel):
+    """``POST /v1/conversations``."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: Annotated[list[InputItem], Field(max_length=20)] | None = None
+    """Up to 20 initial items, as at OpenAI."""
+    metadata: Metadata | None = None
+
+
+class ConversationUpdateRequest(BaseModel):
+    """``POST /v1/conversations/{id}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    metadata: Metadata
+
+
+class ItemsCreateRequest(BaseModel):
+    """``POST /v1/conversations/{id}/items``."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: Annotated[list[InputItem], Field(min_length=1, max_length=20)]

@@ -1,0 +1,372 @@
+"""``/v1/responses``: OpenAI's Responses API, with the thread's memory.
+
+    client = openai.OpenAI(base_url="http://127.0.0.1:8080/v1", api_key="wm_...")
+    first = client.responses.create(model="gpt-4o-mini", input="My budget is 4,000 euros.")
+    later = client.responses.create(model="gpt-4o-mini", input="What was my budget?",
+                                    previous_response_id=first.id)
+
+Which thread a request continues: its ``conversation`` (a thread: the Conversations API's),
+else its ``previous_response_id``'s thread (continuing from a response that is not the newest
+of its thread forks a new thread, with the turns up to it and the summary that covers them),
+else ``X-Thread-Id`` / ``metadata.thread_id``, else the conversation its input opens (a client
+that resends the whole input every call, ``store: false``, needs no id). The model reads the
+thread's memory, not the whole chain; ``X-Workingmem-History: client`` (or the profile's
+``history``) sends the request's own input instead. Every input item is stored verbatim, once;
+the answer's items are stored with the ids the client is shown.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ...errors import ConflictError
+from ...formats.responses import FORMAT, starts_with_output, turns_of
+from ...formats.responses_chat import answer_turn, chat_options, chat_tools, new_id
+from ...gateway import AskResult, Gateway
+from ...llm import Completion
+from ...messages import check_id, same
+from ...stores.responses import ResponseStore, StoredResponse
+from ...types import Message, MessageIn, NativeItem
+from ..auth import Tenant
+from ..disconnect import ClientDisconnectedError, unless_disconnected
+from ..errors import ApiError
+from ..params import (
+    AskHeaders,
+    Page,
+    ResponseIdPath,
+    thread_header,
+)
+from ..response_body import ResponseInfo, response_object
+from ..response_events import response_events
+from ..response_items import list_items, open_calls_before
+from ..responses_schemas import ResponseCreateRequest
+from ..sessions import awaiting_thread
+from ..sse import first_piece
+from ..state import Services, get_services
+from . import BUSY, ERRORS, UPSTREAM
+
+__all__ = ["records_of", "router"]
+
+router = APIRouter(tags=["responses"], responses=ERRORS)
+
+RULES = (
+    "Input: text, or items whose last is the user's message (or a system / developer "
+    "message) or the outputs of the calls of the response before it, not an item of an "
+    "answer. `conversation` and `previous_response_id` are mutually exclusive. Tools: "
+    "function tools only (the client runs them); any other tool is a 400 that names it. The "
+    "newest turns and `max_output_tokens` must fit the model's window with the instructions "
+    "and the tools, else the answer is a 400 `context_length_exceeded`."
+)
+"""What JSON Schema cannot say of a request; published as the operation's description."""
+
+FORWARDED = ("temperature", "top_p", "parallel_tool_calls", "service_tier", "prompt_cache_key")
+"""The request's fields a chat upstream takes as they are."""
+
+
+def records_of(services: Services) -> ResponseStore:
+    """The store of responses and conversations: the gateway's, when it keeps them."""
+    store = services.gateway.store
+    if not isinstance(store, ResponseStore):
+        raise ApiError(404, "this server's store keeps no responses", code="not_found")
+    return store
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """The thread a request continues, and from where."""
+
+    thread_id: str | None
+    expect_turns: int | None = None
+    previous: StoredResponse | None = None
+    conversation_id: str | None = None
+    behind: bool = False
+    """The previous response is not its thread's newest: a retry of what came after it, or
+    a fork (`_continued`)."""
+
+
+async def _target(
+    records: ResponseStore,
+    gateway: Gateway,
+    tenant: str,
+    body: ResponseCreateRequest,
+    header: str | None,
+) -> _Target:
+    conversation = body.conversation_id()
+    if conversation is not None and body.previous_response_id is not None:
+        raise ApiError(
+            400,
+            "conversation and previous_response_id are mutually exclusive: send one",
+            code="invalid_request_error",
+            param="previous_response_id",
+        )
+    if conversation is not None:
+        check_id("conversation", conversation)
+        await records.get_conversation(tenant_id=tenant, conversation_id=conversation)
+        return _Target(thread_id=conversation, conversation_id=conversation)
+    if body.previous_response_id is not None:
+        previous = await records.get_response(
+            tenant_id=tenant,
+            response_id=check_id("previous_response_id", body.previous_response_id),
+        )
+        thread = await gateway.store.get_thread(tenant_id=tenant, thread_id=previous.thread_id)
+        return _Target(
+            previous.thread_id,
+            expect_turns=previous.last_seq,
+            previous=previous,
+            behind=thread.turn_count != previous.last_seq,
+        )
+    if header is not None and header.strip():
+        return _Target(check_id("X-Thread-Id", header))
+    named = (body.metadata or {}).get("thread_id")
+    return _Target(check_id("metadata.thread_id", named) if named is not None else None)
+
+
+async def _continued(
+    gateway: Gateway, tenant: str, target: _Target, turns: Sequence[NativeItem]
+) -> _Target:
+    """Where a request that continues from a response its thread went on from goes: the same
+    thread when what came after that response is where this request's input starts (a retry
+    of a request whose answer failed), else a fork."""
+    previous = target.previous
+    assert previous is not None
+    after = await gateway.store.list_turns(
+        tenant_id=tenant,
+        thread_id=previous.thread_id,
+        after_seq=previous.last_seq,
+        limit=len(turns) + 1,
+    )
+    if 0 < len(after) <= len(turns) and all(
+        same(turn.to_message(), new.message) for turn, new in zip(after, turns, strict=False)
+    ):
+        count = previous.last_seq + len(after)
+        return _Target(previous.thread_id, expect_turns=count, previous=previous)
+    return await _fork(gateway, tenant, previous)
+
+
+async def _fork(gateway: Gateway, tenant: str, previous: StoredResponse) -> _Target:
+    """A new thread that continues from `previous`, which is not its thread's newest."""
+    fork = new_id("conv")
+    await gateway.store.fork_thread(
+        tenant_id=tenant,
+        source_id=previous.thread_id,
+        thread_id=fork,
+        through_seq=previous.last_seq,
+    )
+    return _Target(fork, expect_turns=previous.last_seq, previous=previous)
+
+
+@router.post(
+    "/v1/responses",
+    responses={200: {"content": {"text/event-stream": {}}}, **BUSY, **UPSTREAM},
+    summary="Answer the thread's new input, with its memory",
+    description=RULES,
+)
+async def create_response(
+    body: ResponseCreateRequest,
+    request: Request,
+    tenant: Tenant,
+    asked: AskHeaders,
+) -> Response:
+    """OpenAI's response; the answer's thread is named by the ``X-Thread-Id`` header."""
+    services = get_services(request)
+    gateway = services.gateway
+    records = records_of(services)
+    user_id = asked.x_user_id or body.user
+    if user_id is not None:
+        check_id("user", user_id)
+    items = body.items()
+    target = await _target(records, gateway, tenant, body, asked.x_thread_id)
+    answering: frozenset[str] = frozenset()
+    if starts_with_output(items) and target.thread_id is not None:
+        answering = await open_calls_before(
+            gateway.store,
+            tenant_id=tenant,
+            thread_id=target.thread_id,
+            seq=target.previous.last_seq + 1 if target.previous is not None else None,
+        )
+    turns = turns_of(items, open_calls=answering)
+    tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
+    options = _options(body)
+    if target.behind:  # checked: nothing refused the request
+        target = await _continued(gateway, tenant, target, turns)
+    if target.thread_id is None:  # a session's conversation, sent whole
+        found = await awaiting_thread(
+            records,
+            gateway.store,
+            tenant_id=tenant,
+            user_id=user_id,
+            request=[t.message for t in turns],
+        )
+        if found is not None:
+            target = _Target(found, conversation_id=None)
+    profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
+    info = ResponseInfo(
+        response_id=new_id("resp"),
+        created_at=int(time.time()),
+        model=gateway.plan(profile, model=model).model.id,
+        request=body,
+        conversation_id=target.conversation_id,
+    )
+    message_id = new_id("msg")
+
+    def answer_as(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
+        return answer_turn(message, message_id=message_id)
+
+    ask: dict[str, Any] = {
+        "tenant_id": tenant,
+        "messages": turns,
+        "user_id": user_id,
+        "profile": profile,
+        "system_prompt": body.instructions,
+        "model": model,
+        "tools": tools,
+        "options": options,
+        "max_tokens": body.max_output_tokens,
+        "answer_format": answer_as,
+    }
+    if (asked.x_history or gateway.profiles.get(profile).history) == "client":
+        system: list[Message] = (
+            [{"role": "system", "content": body.instructions}] if body.instructions else []
+        )
+        ask["passthrough"] = [*system, *(turn.message for turn in turns)]
+
+    async def finish(result: AskResult) -> dict[str, Any]:
+        return await _finish(records, tenant, info, result, len(turns))
+
+    if body.stream:
+        for attempt in (0, 1):
+            stream = gateway.ask_stream(
+                **ask, thread_id=target.thread_id, expect_turns=target.expect_turns
+            )
+            try:
+                first = await first_piece(stream)
+                break
+            except ConflictError:
+                if attempt or target.previous is None:
+                    raise
+                target = await _fork(gateway, tenant, target.previous)  # it went on meanwhile
+        return StreamingResponse(
+            response_events(
+                stream,
+                first,
+                info,
+                message_id=message_id,
+                finish=finish,
+                metrics=services.metrics,
+            ),
+            media_type="text/event-stream",
+            headers={
+                **thread_header(stream.thread_id or ""),
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            },
+        )
+    for attempt in (0, 1):
+        try:
+            result = await unless_disconnected(
+                request,
+                gateway.ask(**ask, thread_id=target.thread_id, expect_turns=target.expect_turns),
+            )
+            break
+        except ClientDisconnectedError:
+            return Response(status_code=499)
+        except ConflictError:
+            if attempt or target.previous is None:
+                raise
+            target = await _fork(gateway, tenant, target.previous)
+    services.metrics.observe_answer(result.usage)
+    return JSONResponse(await finish(result), headers=thread_header(result.thread_id))
+
+
+def _options(body: ResponseCreateRequest) -> dict[str, Any]:
+    """What the chat upstream is asked beyond the messages and the tools."""
+    options = chat_options(
+        tool_choice=body.sent("tool_choice"),
+        text=body.sent("text"),
+        reasoning=body.sent("reasoning"),
+    )
+    sent = body.model_dump(exclude_unset=True)
+    options.update({name: sent[name] for name in FORWARDED if sent.get(name) is not None})
+    user = body.safety_identifier or body.user
+    if user is not None:
+        options["user"] = user
+    return options
+
+
+async def _finish(
+    records: ResponseStore, tenant: str, info: ResponseInfo, result: AskResult, inputs: int
+) -> dict[str, Any]:
+    """The response object of an answer, stored as a record unless ``store: false``."""
+    answer = result.turns[-1]
+    output = (answer.in_format(FORMAT) or {}).get("items") or []
+    incomplete = result.finish_reason == "length"
+    body = response_object(
+        info,
+        status="incomplete" if incomplete else "completed",
+        output=output,
+        usage=result.usage,
+        incomplete_reason="max_output_tokens" if incomplete else None,
+    )
+    if info.request.store:
+        await records.put_response(
+            tenant_id=tenant,
+            response=StoredResponse(
+                response_id=info.response_id,
+                thread_id=result.thread_id,
+                input_seq=max(1, result.input_seq - inputs + 1),
+                output_seq=result.input_seq + 1,
+                last_seq=answer.seq or result.input_seq + 1,
+                body=body,
+            ),
+        )
+    return body
+
+
+@router.get("/v1/responses/{response_id}", summary="A stored response")
+async def get_response(
+    response_id: ResponseIdPath, request: Request, tenant: Tenant
+) -> dict[str, Any]:
+    record = await records_of(get_services(request)).get_response(
+        tenant_id=tenant, response_id=response_id
+    )
+    return record.body
+
+
+@router.delete("/v1/responses/{response_id}", summary="Delete a stored response")
+async def delete_response(
+    response_id: ResponseIdPath, request: Request, tenant: Tenant
+) -> dict[str, Any]:
+    """Deletes the response object; its turns stay the thread's (forget them with the
+    thread's own endpoints)."""
+    await records_of(get_services(request)).delete_response(
+        tenant_id=tenant, response_id=response_id
+    )
+    return {"id": response_id, "object": "response", "deleted": True}
+
+
+@router.get("/v1/responses/{response_id}/input_items", summary="A response's input items")
+async def input_items(
+    response_id: ResponseIdPath,
+    request: Request,
+    tenant: Tenant,
+    page: Page,
+) -> dict[str, Any]:
+    services = get_services(request)
+    record = await records_of(services).get_response(tenant_id=tenant, response_id=response_id)
+    listed = await list_items(
+        services.gateway.store,
+        tenant_id=tenant,
+        thread_id=record.thread_id,
+        order=page.order,
+        after=page.after,
+        limit=page.limit,
+        first=record.input_seq,
+        last=record.output_seq - 1,
+    )
+    return listed.body()

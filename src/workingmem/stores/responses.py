@@ -1,0 +1,90 @@
+"""The ResponseStore protocol: the Responses API's stored responses, and conversations' metadata.
+
+    await store.put_response(tenant_id="t1", response=StoredResponse(...))
+    record = await store.get_response(tenant_id="t1", response_id="resp_...")
+    conversation = await store.get_conversation(tenant_id="t1", conversation_id="conv_...")
+
+A response's items are turns of its thread (kept verbatim there); the record says where they
+are (the seqs of its input and its output) and keeps the response object as it was returned,
+for ``GET /v1/responses/{id}`` and for continuing from it (``previous_response_id``). A
+conversation is a thread: every thread can be read as one, its metadata ``{}`` until set. Both
+go with their thread (`TurnStore.delete_thread`). Keyed by tenant: another tenant's id is a
+`NotFoundError`, exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Conversation", "ResponseStore", "StoredResponse"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One stored response of the Responses API."""
+
+    response_id: str
+    thread_id: str
+    input_seq: int
+    """The seq of the first turn of the request's input (its items are turns ``input_seq``
+    through ``output_seq - 1``)."""
+    output_seq: int
+    """The seq of the first turn of the response's output."""
+    last_seq: int
+    """The seq of the output's last turn: continuing from this response continues after it
+    (a fork when the thread has gone on since)."""
+    body: dict[str, Any]
+    """The response object as it was returned (``output`` included)."""
+    created_at: datetime | None = None
+    """Set by the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A thread seen as a Conversations API conversation."""
+
+    conversation_id: str
+    created_at: datetime
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ResponseStore(Protocol):
+    """Stored responses and conversations' metadata, per tenant."""
+
+    async def put_response(self, *, tenant_id: str, response: StoredResponse) -> None:
+        """Stores a response record. `NotFoundError` when its thread does not exist (or is
+        another tenant's); `ConflictError` when the id is taken."""
+        ...
+
+    async def get_response(self, *, tenant_id: str, response_id: str) -> StoredResponse:
+        """The record, or `NotFoundError` (a missing id, or another tenant's)."""
+        ...
+
+    async def delete_response(self, *, tenant_id: str, response_id: str) -> None:
+        """Deletes the record (its turns stay in the thread), or `NotFoundError`."""
+        ...
+
+    async def get_conversation(self, *, tenant_id: str, conversation_id: str) -> Conversation:
+        """The thread as a conversation (metadata ``{}`` until set), or `NotFoundError`."""
+        ...
+
+    async def mark_awaiting(self, *, tenant_id: str, conversation_id: str, key: str) -> None:
+        """Notes that the conversation awaits an answer, under `key` (its newest turn's: see
+        `workingmem.service.sessions`); the key replaces the one noted before. `NotFoundError`
+        when the thread does not exist."""
+        ...
+
+    async def find_awaiting(self, *, tenant_id: str, key: str) -> str | None:
+        """The most recently updated conversation noted under `key`, or None."""
+        ...
+
+    async def set_conversation_metadata(
+        self, *, tenant_id: str, conversation_id: str, metadata: Mapping[str, str]
+    ) -> Conversation:
+        """Replaces the conversation's metadata. `NotFoundError` when the thread does not
+        exist (or is another tenant's)."""
+        ...
