@@ -420,3 +420,20 @@ def test_serve_with_workers_refuses_the_local_model(
     assert "--workers 2 needs an upstream (--upstream" in output
     assert "one worker" in output
     assert "Traceback" not in result.output
+
+
+def test_serve_upstream_api_names_what_the_upstream_speaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apps: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: apps.append(app))
+    db = str(tmp_path / "memory.db")
+    upstream = ["--upstream", "http://127.0.0.1:9/v1"]
+    served = runner.invoke(app, ["serve", "--db", db, *upstream, "--upstream-api", "responses"])
+    assert served.exit_code == 0, served.output
+    assert apps[-1].state.settings.upstream_api == "responses"
+    runner.invoke(app, ["serve", "--db", db, *upstream])
+    assert apps[-1].state.settings.upstream_api == "chat"
+    wrong = runner.invoke(app, ["serve", "--db", db, *upstream, "--upstream-api", "soap"])
+    assert wrong.exit_code == 2
+    assert "soap" in wrong.output

@@ -17,7 +17,7 @@ import os
 from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 try:
     import typer
@@ -357,6 +357,14 @@ def serve(
     working_memory_template: MemoryTemplateOpt = None,
     working_memory_schema: MemorySchemaOpt = None,
     working_memory_scope: MemoryScopeOpt = None,
+    upstream_api: Annotated[
+        Literal["chat", "responses"],
+        typer.Option(
+            metavar="API",
+            help="What the upstream speaks: 'chat' (chat completions: vLLM, llama.cpp, Ollama, "
+            "OpenAI) or 'responses' (OpenAI's Responses API: reasoning items round-trip).",
+        ),
+    ] = "chat",
     upstream_timeout: Annotated[
         float,
         typer.Option(
@@ -431,6 +439,7 @@ def serve(
         database_url=db,
         upstream_base_url=upstream,
         upstream_api_key=os.environ.get("OPENAI_API_KEY") or None,
+        upstream_api=upstream_api,
         upstream_timeout=upstream_timeout,
         upstream_max_retries=upstream_retries,
         gateway=config,

@@ -42,10 +42,20 @@ class Found:
 
 
 def family_of(
-    *, tenant_id: str, user_id: str | None, system_prompt: str | None, first: MessageIn
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    system_prompt: str | None,
+    first: MessageIn,
+    session: str | None = None,
 ) -> str:
-    """The id of the first member of the family a conversation opening so belongs to."""
-    key = json.dumps([tenant_id, user_id, system_prompt, said(first)], ensure_ascii=False)
+    """The id of the first member of the family a conversation opening so belongs to; a
+    client's own name for its session (a Responses ``prompt_cache_key``) makes a family of its
+    own, so two sessions that open alike never share a member."""
+    parts = [tenant_id, user_id, system_prompt, said(first)]
+    if session is not None:
+        parts.append(session)
+    key = json.dumps(parts, ensure_ascii=False)
     return FAMILY_PREFIX + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
@@ -56,11 +66,16 @@ async def find_conversation(
     user_id: str | None,
     system_prompt: str | None,
     request: Sequence[MessageIn],
+    session: str | None = None,
 ) -> Found:
     """The member of the request's family it continues, or the fork it starts. Check it again
     under the member's ask lock (`extends`): another request may have moved it meanwhile."""
     family = family_of(
-        tenant_id=tenant_id, user_id=user_id, system_prompt=system_prompt, first=request[0]
+        tenant_id=tenant_id,
+        user_id=user_id,
+        system_prompt=system_prompt,
+        first=request[0],
+        session=session,
     )
     best: tuple[int, str, int] | None = None  # (turns in common, member, seq they end at)
     members = 0

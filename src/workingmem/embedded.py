@@ -23,7 +23,7 @@ from typing import Literal
 
 from .config import WorkingMemoryConfig
 from .gateway_config import GatewayConfig
-from .llm import LLMClient, OpenAIClient
+from .llm import LLMClient, OpenAIClient, OpenAIResponsesClient
 from .llm._weights import INSTALL_COMMAND, LOCAL_MODEL
 from .prompts import SMALL_MODEL_MEMORY_WORKING, PromptKind, PromptTemplates
 from .types import ModelInfo
@@ -112,8 +112,12 @@ def choose_upstream(
     timeout: float = 60.0,
     max_retries: int = 2,
     http: Literal["httpx", "aiohttp"] = "httpx",
+    api: Literal["chat", "responses"] = "chat",
 ) -> Upstream:
     """A configured OpenAI-compatible upstream, else the local model.
+
+    `api`: what the configured upstream speaks, chat completions or the Responses API
+    (`OpenAIResponsesClient`).
 
     Configured means a base URL or an API key, given here or in ``OPENAI_BASE_URL`` /
     ``OPENAI_API_KEY``. Without either, the local model; when its extra or weights are missing,
@@ -121,12 +125,14 @@ def choose_upstream(
     """
     base_url, api_key = _configured(base_url, api_key)
     if base_url or api_key:
-        client = OpenAIClient(
+        kind = OpenAIResponsesClient if api == "responses" else OpenAIClient
+        client = kind(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, http=http
         )
+        speaks = "Responses" if api == "responses" else "OpenAI-compatible"
         return Upstream(
             client=client,
-            description=f"the OpenAI-compatible upstream at {client.base_url}",
+            description=f"the {speaks} upstream at {client.base_url}",
             config=config or GatewayConfig(),
             templates=None,
             local=False,

@@ -39,6 +39,7 @@ from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .conversations import extends, find_conversation
 from .errors import ConflictError, ValidationError
+from .formats.responses import ORIGINAL_KEY
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .leases import keep_renewed
 from .llm import (
@@ -319,6 +320,7 @@ class Gateway:
         passthrough: Sequence[MessageIn] | None = None,
         answer_format: AnswerFormat | None = None,
         expect_turns: int | None = None,
+        session: str | None = None,
     ) -> AskResult:
         """Answers the thread's newest user turn (or tool results) with the thread's memory.
 
@@ -353,6 +355,9 @@ class Gateway:
                 taken, else `ConflictError` and nothing is stored: for a client continuing
                 from a known point (a Responses ``previous_response_id``) that forks when
                 the thread went on meanwhile.
+            session: the client's own name for its session, for a conversation found without
+                a thread id (a Responses ``prompt_cache_key``): two sessions that open alike
+                are two threads.
 
         Raises:
             ValidationError, NotFoundError: bad input; nothing stored.
@@ -362,7 +367,8 @@ class Gateway:
         """
         request = self._checked_request(message, messages, tools)  # before any lock or write
         plan = self.plan(profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens)
-        async with self._conversation(tenant_id, thread_id, user_id, system_prompt, request) as on:
+        found = self._conversation(tenant_id, thread_id, user_id, system_prompt, request, session)
+        async with found as on:
             run = await self._begin(
                 tenant_id, on, request, user_id, plan, options, passthrough, expect_turns
             )
@@ -394,6 +400,7 @@ class Gateway:
         passthrough: Sequence[MessageIn] | None = None,
         answer_format: AnswerFormat | None = None,
         expect_turns: int | None = None,
+        session: str | None = None,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
@@ -402,7 +409,9 @@ class Gateway:
             plan = self.plan(
                 profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens
             )
-            found = self._conversation(tenant_id, thread_id, user_id, system_prompt, request)
+            found = self._conversation(
+                tenant_id, thread_id, user_id, system_prompt, request, session
+            )
             async with found as on:
                 stream.thread_id = on
                 run = await self._begin(
@@ -424,6 +433,7 @@ class Gateway:
         user_id: str | None,
         system_prompt: str | None,
         request: _Request,
+        session: str | None = None,
     ) -> AsyncIterator[str]:
         """The thread to answer, its ask lock held: `thread_id`, or the conversation found by
         how the request opens. Found, it is checked again under its lock, since another
@@ -441,6 +451,7 @@ class Gateway:
                 user_id=user_id,
                 system_prompt=system_prompt,
                 request=views,
+                session=session,
             )
             if found.fork is not None:
                 source, through = found.fork
@@ -648,11 +659,12 @@ class Gateway:
                 user_id=run.user_id,
             )
             reserve = plan.output_reserve_tokens
+            sent = await self._upstream_messages(run, context)
             if stream:
                 completion: Completion | None = None
                 events = self.llm.stream(
                     model=plan.model.id,
-                    messages=context.messages,
+                    messages=sent,
                     meta=meta,
                     max_tokens=reserve,
                     tools=offer or None,
@@ -668,7 +680,7 @@ class Gateway:
             else:
                 completion = await self.llm.complete(
                     model=run.plan.model.id,
-                    messages=context.messages,
+                    messages=sent,
                     meta=meta,
                     max_tokens=reserve,
                     tools=offer or None,
@@ -691,6 +703,39 @@ class Gateway:
                     continue
             run.answer = completion.text
             return
+
+    async def _upstream_messages(self, run: _Run, context: AssembledContext) -> Sequence[MessageIn]:
+        """The request's messages as the upstream takes them: for a client that speaks the
+        format a window's turns were stored in (`native_format`: a Responses upstream), each
+        such message carries its turn as stored (`formats.responses.ORIGINAL_KEY`), so that
+        what the chat view cannot say (a reasoning item's encrypted content) goes back too."""
+        native = getattr(self.llm.client, "native_format", None)
+        loaded = context.loaded
+        history = context.messages[1:]
+        if native is None or run.passthrough is not None or loaded is None or not history:
+            return context.messages
+        seqs = loaded.seqs[len(loaded.seqs) - len(history) :] if loaded.seqs else ()
+        if len(seqs) != len(history):
+            return context.messages
+        stored: dict[int, Turn] = {}
+        after = min(seqs) - 1
+        while after < max(seqs):
+            page = await self.store.list_turns(
+                tenant_id=run.tenant_id,
+                thread_id=run.thread_id,
+                after_seq=after,
+                limit=min(1000, max(seqs) - after),
+            )
+            if not page:
+                break
+            stored.update((turn.seq or 0, turn) for turn in page)
+            after = page[-1].seq or max(seqs)
+        sent: list[MessageIn] = [context.messages[0]]
+        for seq, message in zip(seqs, history, strict=True):
+            turn = stored.get(seq)
+            original = turn.in_format(native) if turn is not None else None
+            sent.append({**message, ORIGINAL_KEY: original} if original else message)
+        return sent
 
     async def _run_tools(
         self, run: _Run, calls: Sequence[dict[str, Any]], *, text: str

@@ -17,6 +17,7 @@ from workingmem.llm.testing import Reply, ScriptedUpstream
 
 from .live import LiveServer, create_key
 from .test_openai_clients import agent_upstream
+from .test_openai_sdk import until
 
 WEATHER: Any = {
     "type": "function",
@@ -297,3 +298,68 @@ def test_a_stream_broken_off_upstream_fails_and_stores_no_half_answer(
     )  # asked again: answered, the question not stored twice
     assert again.output_text == "You said: Tell me more."
     assert len(turns(api, thread)) == 4
+
+
+def test_a_long_chain_sends_the_memory_not_the_chain(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """The summary is written in the background once due; the requests after it carry the
+    notes and the newest turns, not the whole chain."""
+    previous, thread = None, ""
+    for number in range(12):
+        answer, thread = thread_of(
+            client,
+            input=f"Note {number}: please remember item {number}.",
+            previous_response_id=previous,
+        )
+        previous = answer.id
+
+    def summarized() -> dict[str, Any] | None:
+        memory = api.get(f"/v1/threads/{thread}/memory").json()
+        return memory if memory["summary"] and memory["covered_turns"] >= 20 else None
+
+    assert until(summarized) is not None, "the background update never wrote a summary"
+    thread_of(client, input="What do you remember?", previous_response_id=previous)
+    system, *window = answers(upstream)[-1]["messages"]
+    assert "The conversation so far, through turn" in system["content"]
+    assert "please remember item 0" in system["content"]  # a fact of the first turn
+    assert len(window) < 25  # the chain has 25 turns by now
+    assert window[-1]["content"] == "What do you remember?"
+
+
+def test_a_prompt_cache_key_keeps_sessions_that_open_alike_apart(
+    client: openai.OpenAI, api: httpx.Client
+) -> None:
+    opening: list[Any] = [{"role": "user", "content": "Fix the failing test."}]
+    answer, first = thread_of(client, input=opening, store=False, prompt_cache_key="session-a")
+    _, other = thread_of(client, input=opening, store=False, prompt_cache_key="session-b")
+    assert first != other
+    more = [
+        *opening,
+        *(item.model_dump(exclude_none=True) for item in answer.output),
+        {"role": "user", "content": "Now run it."},
+    ]
+    _, again = thread_of(client, input=more, store=False, prompt_cache_key="session-a")
+    assert again == first  # the session goes on in its own thread
+    assert len(turns(api, first)) == 4
+    assert len(turns(api, other)) == 2
+
+
+def test_history_client_sends_the_input_as_it_came(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    given: list[Any] = [
+        {"role": "user", "content": "Remember: tea."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "And coffee?"},
+    ]
+    client.responses.create(
+        model="answer-model",
+        input=given,
+        instructions="Be brief.",
+        extra_headers={"X-Workingmem-History": "client", "X-Thread-Id": "own"},
+    )
+    sent = answers(upstream)[-1]["messages"]
+    assert sent[0] == {"role": "system", "content": "Be brief."}
+    assert [m["content"] for m in sent[1:]] == ["Remember: tea.", "Noted.", "And coffee?"]
+    assert [m["content"] for m in turns(api, "own")][:3] == [m["content"] for m in given]

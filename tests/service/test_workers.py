@@ -47,6 +47,7 @@ def test_settings_cross_to_another_process_whole_but_the_key(
         database_url="sqlite:///memory.db",
         upstream_base_url="http://127.0.0.1:9/v1",
         upstream_api_key="sk-secret-not-copied",
+        upstream_api="responses",
         upstream_timeout=12.5,
         upstream_max_retries=3,
         gateway=CONFIG,
@@ -78,6 +79,9 @@ def test_settings_that_cannot_cross_say_why() -> None:
     with pytest.raises(wm.ValidationError) as caught:
         ServiceSettings.from_json('{"database_url": null}')
     assert caught.value.field == SETTINGS_ENV
+    with pytest.raises(wm.ValidationError) as unknown:
+        ServiceSettings(upstream_api="anthropic")  # type: ignore[arg-type]
+    assert unknown.value.field == "upstream_api"
     with pytest.raises(wm.ValidationError) as caught:
         ServiceSettings.from_json('{"gateway": {"default_model": ""}, "profiles": []}')
     assert caught.value.field == SETTINGS_ENV

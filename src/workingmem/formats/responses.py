@@ -24,11 +24,25 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 
-__all__ = ["FORMAT", "OPEN_UNIT_READ", "items_of", "open_calls", "starts_with_output", "turns_of"]
+__all__ = [
+    "FORMAT",
+    "OPEN_UNIT_READ",
+    "ORIGINAL_KEY",
+    "items_of",
+    "items_of_message",
+    "open_calls",
+    "starts_with_output",
+    "turns_of",
+]
 
 FORMAT = "openai.responses"
 _USER_ROLES = ("user", "system", "developer")
 _USER_SIDE_TYPES = ("mcp_approval_response", "item_reference")
+
+ORIGINAL_KEY = "workingmem_items"
+"""A window's message sent to an upstream that speaks Responses carries its turn's items under
+this key (the turn as stored: a reasoning item's ``encrypted_content`` included), so that the
+client sends them instead of the items the chat view would make. Only such a client sees it."""
 
 OPEN_UNIT_READ = 130
 """How many of a thread's newest turns hold its newest unit, whatever it is: an assistant turn
@@ -105,7 +119,7 @@ def items_of(turn: Turn) -> list[dict[str, Any]]:
     original = turn.in_format(FORMAT)
     if original is not None:
         return [dict(item) for item in original["items"]]
-    return _items_of_message(turn.to_message())
+    return items_of_message(turn.to_message())
 
 
 # -- items -> view ---------------------------------------------------------------------------
@@ -217,7 +231,8 @@ def _json(value: object) -> str:
 # -- view -> items ---------------------------------------------------------------------------
 
 
-def _items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+def items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A chat message as the Responses items that say the same."""
     role = message["role"]
     content = message.get("content")
     if role == "tool":

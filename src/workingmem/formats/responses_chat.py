@@ -23,6 +23,7 @@ __all__ = [
     "answer_turn",
     "chat_options",
     "chat_tools",
+    "native_output",
     "new_id",
     "output_items",
 ]
@@ -124,3 +125,24 @@ def answer_turn(answer: Message, *, message_id: str) -> NativeItem:
     answer (see `workingmem.formats.responses`)."""
     (turn,) = turns_of(output_items(answer, message_id=message_id))
     return turn
+
+
+def native_output(completion: object, answer: Message, *, message_id: str) -> NativeItem | None:
+    """The turn to store for an answer of an upstream that speaks Responses: its ``output``
+    as it came (reasoning items and their encrypted content included), but the calls the
+    answer does not keep (the gateway's own, tools not offered) and with `message_id` on its
+    message (the id a stream showed). None when the completion is no Response."""
+    raw = getattr(completion, "raw", None)
+    if not isinstance(raw, Mapping) or raw.get("object") != "response":
+        return None
+    kept = {call["id"] for call in answer.get("tool_calls") or ()}
+    items: list[dict[str, Any]] = []
+    named = False
+    for item in raw.get("output") or ():
+        if item.get("type") == "function_call" and item.get("call_id") not in kept:
+            continue
+        if item.get("type") == "message" and not named:
+            item, named = {**item, "id": message_id}, True
+        items.append(dict(item))
+    turns = turns_of(items) if items else []
+    return turns[0] if len(turns) == 1 else None

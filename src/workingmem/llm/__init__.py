@@ -31,6 +31,7 @@ from .base import (
 from .guard import AllowAllGuard, TokenBudgetGuard, UsageGuard
 from .local import LOCAL_MODEL_CONTEXT, LocalModelClient
 from .openai_client import OpenAIClient
+from .openai_responses import OpenAIResponsesClient
 from .trace import CallRecord, GuardedClient, LLMTracer
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "LocalModelClient",
     "LocalModelUnavailableError",
     "OpenAIClient",
+    "OpenAIResponsesClient",
     "StreamEnd",
     "StreamEvent",
     "StreamingLLMClient",

@@ -26,7 +26,7 @@ import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import msgspec
 
@@ -153,25 +153,45 @@ class OpenAIClient:
         options: Mapping[str, Any] | None = None,
     ) -> Completion:
         """One chat completion; see `LLMClient.complete`. `meta` is not sent upstream."""
-        fields = self._options(max_tokens, temperature, tools, options)
-        if response_format is not None:
-            fields["response_format"] = response_format
-        body = _body(model, messages, fields)
+        body = self._complete_body(
+            model, messages, max_tokens, temperature, response_format, tools, options
+        )
         import httpx
 
         try:
             # The SDK's own request (its retries, timeouts, errors and headers) for a body we
             # built and a response we read: its typed transforms of the request and its models
             # of the answer cost more CPU than the rest of a gateway request.
-            response = await self._client.post(
-                "/chat/completions", body=body, cast_to=httpx.Response
-            )
+            response = await self._client.post(self._path, body=body, cast_to=httpx.Response)
         except self._sdk_errors as exc:
             raise self._error(exc) from exc
         try:
-            return _completion(_decode(response.content), model)
+            return self._completion_of(_decode(response.content), model)
         except _SHAPE_ERRORS as exc:
             raise LLMError(f"the upstream's answer has the wrong shape: {_cause(exc)}") from exc
+
+    _path = "/chat/completions"
+    """Where `complete` posts (a subclass for another API names its own)."""
+
+    def _complete_body(
+        self,
+        model: str,
+        messages: Sequence[MessageIn],
+        max_tokens: int | None,
+        temperature: float | None,
+        response_format: dict[str, Any] | None,
+        tools: Sequence[dict[str, Any]] | None,
+        options: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The JSON body `complete` sends."""
+        fields = self._options(max_tokens, temperature, tools, options)
+        if response_format is not None:
+            fields["response_format"] = response_format
+        return _body(model, messages, fields)
+
+    def _completion_of(self, answer: Any, model: str) -> Completion:
+        """The decoded answer as our `Completion`."""
+        return _completion(answer, model)
 
     async def stream(
         self,
@@ -274,7 +294,7 @@ class OpenAIClient:
         if self._owns_client:
             await self._client.close()
 
-    async def __aenter__(self) -> OpenAIClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

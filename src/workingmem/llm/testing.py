@@ -10,12 +10,16 @@
         assert len(upstream.requests) == 2  # the SDK retried once
 
 It speaks ``POST /v1/chat/completions`` (plain JSON or, for ``"stream": true``, server-sent
-events in the OpenAI chunk format, with the usage chunk when ``stream_options.include_usage``)
-and ``GET /v1/models``. Each request takes the next queued response; with the queue empty it
-asks the default responder, which echoes the last user message. Responses: `Reply` (text
-and/or tool calls, with usage), `RawBody`, `StatusError` (an OpenAI error body, optionally
-``Retry-After``), `Delay` (answer late, to trigger client timeouts) and `Drop` (close the
-connection without answering); ``Reply(drop_after_chunks=n)`` breaks a stream off midway.
+events in the OpenAI chunk format, with the usage chunk when ``stream_options.include_usage``),
+``POST /v1/responses`` (a Response object, or its events when streamed; a `Reply`'s
+``reasoning`` is a reasoning item with that encrypted content before the answer) and
+``GET /v1/models``. A responder reads each request's JSON as it came (``messages`` for a chat
+completion, ``input`` for a response). Each request takes the next queued response; with the
+queue empty it asks the default responder, which echoes the last user message. Responses:
+`Reply` (text and/or tool calls, with usage), `RawBody`, `StatusError` (an OpenAI error body,
+optionally ``Retry-After``), `Delay` (answer late, to trigger client timeouts) and `Drop`
+(close the connection without answering); ``Reply(drop_after_chunks=n)`` breaks a stream off
+midway.
 
 The standard library only (``http.server``), in one background thread per connection; closing
 the server wakes every delayed answer and joins every thread.
@@ -82,6 +86,9 @@ class Reply:
     """When streamed: close the connection after this many chunks, the body unfinished (the
     response declares its full length, so the client sees the stream broken off, as when a
     server crashes or a proxy cuts it). None streams the whole answer."""
+    reasoning: str | None = None
+    """Answering ``/v1/responses``: a reasoning item with this ``encrypted_content`` comes
+    first in the output (ignored by chat completions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +137,12 @@ Responder: TypeAlias = Callable[[dict[str, Any]], ScriptedResponse | str]
 
 
 def echo(request: dict[str, Any]) -> ScriptedResponse:
-    """The default responder: answers with the text of the last user message."""
-    for message in reversed(request.get("messages") or []):
+    """The default responder: answers with the text of the last user message (of a chat
+    completion's ``messages``, or a response's ``input``)."""
+    given = request.get("messages") or request.get("input") or []
+    if isinstance(given, str):
+        return Reply(given)
+    for message in reversed(given):
         if isinstance(message, dict) and message.get("role") == "user":
             return Reply(_text_of(message.get("content")))
     return Reply("")
@@ -315,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
         upstream = self.server.upstream
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/responses"):
             self._send_error(StatusError(404, f"no route POST {self.path}"))
             return
         try:
@@ -350,6 +361,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(response.status, body, response.content_type, response.headers)
         elif isinstance(response, StatusError):
             self._send_error(response)
+        elif self.path.rstrip("/") == "/v1/responses":
+            answer = _response_body(response, request, next(upstream._ids))
+            if request.get("stream"):
+                self._send_events(response, _response_events(response, answer))
+            else:
+                self._send_json(200, answer)
         elif request.get("stream"):
             self._stream(response, request)
         else:
@@ -364,6 +381,20 @@ class _Handler(BaseHTTPRequestHandler):
         chunks = _chunks(reply, request, upstream._completion_id(), include_usage)
         events = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
         events.append(b"data: [DONE]\n\n")
+        self._write_events(reply, events)
+
+    def _send_events(self, reply: Reply, payloads: Sequence[dict[str, Any]]) -> None:
+        """Named server-sent events (the Responses API's), one per payload."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        events = [
+            f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
+            for payload in payloads
+        ]
+        self._write_events(reply, events)
+
+    def _write_events(self, reply: Reply, events: Sequence[bytes]) -> None:
         if reply.drop_after_chunks is not None:
             self.send_header("Content-Length", str(sum(map(len, events))))
         self.end_headers()
@@ -426,7 +457,7 @@ def _text_of(content: object) -> str:
         return "".join(
             part.get("text", "")
             for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
+            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
         )
     return ""
 
@@ -546,3 +577,105 @@ def _chunks(
         usage_chunk["usage"] = _usage(reply, request)
         chunks.append(usage_chunk)
     return chunks
+
+
+def _response_body(reply: Reply, request: dict[str, Any], number: int) -> dict[str, Any]:
+    """A Response object answering `request` with `reply`."""
+    output: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        output.append(
+            {
+                "id": f"rs_scripted_{number}",
+                "type": "reasoning",
+                "summary": [],
+                "encrypted_content": reply.reasoning,
+            }
+        )
+    if reply.text or not reply.tool_calls:
+        output.append(
+            {
+                "id": f"msg_scripted_{number}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.text or "", "annotations": []}],
+            }
+        )
+    for index, call in enumerate(reply.tool_calls):
+        function = call["function"]
+        output.append(
+            {
+                "id": f"fc_scripted_{number}_{index}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": call["id"],
+                "name": function["name"],
+                "arguments": function["arguments"],
+            }
+        )
+    prompt = reply.prompt_tokens
+    if prompt is None:
+        prompt = _estimate_tokens(json.dumps(request.get("input"), ensure_ascii=False))
+    completion = reply.completion_tokens
+    if completion is None:
+        completion = _estimate_tokens(reply.text or "")
+    cut = reply.finish_reason == "length"
+    return {
+        "id": f"resp_scripted_{number}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "incomplete" if cut else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "error": None,
+        "model": _model(reply, request),
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": request.get("tool_choice", "auto"),
+        "tools": request.get("tools") or [],
+        "usage": {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": completion,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def _response_events(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Responses API's events for `body`: its items one by one, the text in pieces."""
+    started = {**body, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
+    for index, item in enumerate(body["output"]):
+        if item["type"] != "message":
+            events.append(
+                {"type": "response.output_item.added", "output_index": index, "item": item}
+            )
+            events.append(
+                {"type": "response.output_item.done", "output_index": index, "item": item}
+            )
+            continue
+        text = item["content"][0]["text"]
+        at = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        events.append(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "status": "in_progress", "content": []},
+            }
+        )
+        step = max(1, reply.chunk_chars)
+        events += [
+            {
+                "type": "response.output_text.delta",
+                **at,
+                "delta": text[i : i + step],
+                "logprobs": [],
+            }
+            for i in range(0, len(text), step)
+        ]
+        events.append({"type": "response.output_text.done", **at, "text": text, "logprobs": []})
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    events.append({"type": kind, "response": body})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]

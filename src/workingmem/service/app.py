@@ -134,6 +134,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             timeout=settings.upstream_timeout,
             max_retries=settings.upstream_max_retries,
             http="aiohttp" if aiohttp_available() else "httpx",  # the server extra has it
+            api=settings.upstream_api,
         )
         stack.push_async_callback(upstream.aclose)
         logger.info("answering with %s", upstream.description)

@@ -69,7 +69,7 @@ async def response_events(
         "status": "in_progress",
         "content": [],
     }
-    where = {"item_id": message_id, "output_index": 0, "content_index": 0}
+    where: dict[str, Any] = {"item_id": message_id, "output_index": 0, "content_index": 0}
     empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
     opened = False
     pieces: list[str] = []
@@ -78,7 +78,7 @@ async def response_events(
         nonlocal opened
         opened = True
         return [
-            event("response.output_item.added", output_index=0, item=message),
+            event("response.output_item.added", output_index=where["output_index"], item=message),
             event("response.content_part.added", **where, part=empty_part),
         ]
 
@@ -108,9 +108,16 @@ async def response_events(
             return
         metrics.observe_answer(result.usage if result is not None else Usage())
         output: list[dict[str, Any]] = body["output"]
-        for index, item in enumerate(output):
-            if item.get("type") == "message":
+        streamed = next((i for i in output if i.get("id") == message_id), None)
+        # the indexes follow the stream: the message the text went to first, when it has
+        # begun; the order of the output is the completed response's
+        order = ([streamed] if opened and streamed else []) + [
+            item for item in output if not (opened and item is streamed)
+        ]
+        for index, item in enumerate(order):
+            if item is streamed:
                 if not opened:
+                    where["output_index"] = index
                     for chunk in open_message():
                         yield chunk
                 part: dict[str, Any] = item["content"][0] if item.get("content") else empty_part
@@ -130,7 +137,7 @@ async def response_events(
                     arguments=item["arguments"],
                 )
                 yield event("response.output_item.done", output_index=index, item=item)
-            else:
+            else:  # reasoning, another message: whole
                 yield event("response.output_item.added", output_index=index, item=item)
                 yield event("response.output_item.done", output_index=index, item=item)
         done = "response.incomplete" if body["status"] == "incomplete" else "response.completed"

@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from ..agent_memory import AgentMemoryConfig
 from ..config import Profile
@@ -45,6 +45,9 @@ class ServiceSettings:
     """The OpenAI-compatible upstream, ``.../v1``; None: ``OPENAI_BASE_URL``, else OpenAI."""
     upstream_api_key: str | None = None
     """The upstream's key; None: ``OPENAI_API_KEY`` (a local upstream may need none)."""
+    upstream_api: Literal["chat", "responses"] = "chat"
+    """What the upstream speaks: chat completions (every OpenAI-compatible server), or the
+    Responses API (OpenAI: reasoning items and their encrypted content round-trip)."""
     upstream_timeout: float = 60.0
     """Seconds one upstream attempt may take."""
     upstream_max_retries: int = 1
@@ -65,6 +68,12 @@ class ServiceSettings:
     mcp_user: str = "default"
     """The user whose working memory an MCP request at ``/mcp`` edits when it sends no
     ``X-User-Id`` header (MCP clients send no user of their own)."""
+
+    def __post_init__(self) -> None:
+        if self.upstream_api not in ("chat", "responses"):
+            raise ValidationError(
+                "upstream_api", f"must be 'chat' or 'responses', got {self.upstream_api!r}"
+            )
 
     @classmethod
     def from_env(cls) -> ServiceSettings:
@@ -110,6 +119,7 @@ class ServiceSettings:
             {
                 "database_url": self.database_url,
                 "upstream_base_url": self.upstream_base_url,
+                "upstream_api": self.upstream_api,
                 "upstream_timeout": self.upstream_timeout,
                 "upstream_max_retries": self.upstream_max_retries,
                 "gateway": self.gateway.model_dump(mode="json"),

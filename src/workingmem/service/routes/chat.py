@@ -22,7 +22,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...errors import ValidationError
+from ...formats.responses_chat import native_output, new_id
+from ...llm import Completion
 from ...messages import check_id
+from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
 from ..chat_response import completion_body
 from ..chat_schemas import ORDER_RULES, ChatCompletion, ChatCompletionRequest, forwarded
@@ -86,6 +89,7 @@ async def chat_completions(
         "tools": [tool.model_dump(mode="json", exclude_unset=True) for tool in body.tools or ()],
         "options": forwarded(body),
         "max_tokens": body.max_completion_tokens or body.max_tokens,
+        "answer_format": _as_given,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         raw = await request.json()  # the client's messages as it sent them, system included
@@ -120,6 +124,13 @@ async def chat_completions(
         headers["X-Workingmem-Warnings"] = ",".join(sorted({w.code for w in result.warnings}))
     answer = completion_body(result, completion_id=completion_id, created=created)
     return JSONResponse(answer, headers=headers)
+
+
+def _as_given(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
+    """The answer as stored: as its upstream gave it when that speaks Responses (its
+    reasoning goes back upstream with the window), else the chat message."""
+    native = native_output(completion, message, message_id=new_id("msg"))
+    return native if native is not None else message
 
 
 def _thread_id(header: str | None, body: ChatCompletionRequest) -> str | None:

@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...errors import ConflictError
 from ...formats.responses import FORMAT, starts_with_output, turns_of
-from ...formats.responses_chat import answer_turn, chat_options, chat_tools, new_id
+from ...formats.responses_chat import answer_turn, chat_options, chat_tools, native_output, new_id
 from ...gateway import AskResult, Gateway
 from ...llm import Completion
 from ...messages import check_id, same
@@ -216,7 +216,8 @@ async def create_response(
     message_id = new_id("msg")
 
     def answer_as(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
-        return answer_turn(message, message_id=message_id)
+        native = native_output(completion, message, message_id=message_id)
+        return native if native is not None else answer_turn(message, message_id=message_id)
 
     ask: dict[str, Any] = {
         "tenant_id": tenant,
@@ -229,6 +230,7 @@ async def create_response(
         "options": options,
         "max_tokens": body.max_output_tokens,
         "answer_format": answer_as,
+        "session": body.prompt_cache_key,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         system: list[Message] = (
