@@ -6,8 +6,8 @@ A raw asyncio HTTP/1.1 keep-alive server on 127.0.0.1 (one loop, no framework, s
 sets the pace): ``POST .../chat/completions`` answers "OK." as one JSON body, or as server-sent
 events in OpenAI's chunk format when the request streams (with the usage chunk when it asks
 for it); a helper call (a request with ``response_format``) gets a summary of realistic size
-built from the turns it is given. ``GET /stats`` counts the answers, the messages they carried
-and the helper calls.
+built from the turns it is given. ``GET /stats`` counts the answers, the messages and the bytes
+they carried, and the helper calls.
 
 `workingmem.llm.testing.ScriptedUpstream` is not used: it speaks HTTP/1.0 (a new connection per
 request) and starts a thread per connection, so at 8 clients and more it, not the server under
@@ -107,6 +107,7 @@ class InstantUpstream:
     def __init__(self) -> None:
         self.answers = 0
         self.messages = 0
+        self.answer_bytes = 0
         self.helpers = 0
         self._answer = http_response(200, completion_json(ANSWER, 1_000, 2))
         events = "text/event-stream"
@@ -142,6 +143,7 @@ class InstantUpstream:
             if b'"response_format"' not in body:
                 self.answers += 1
                 self.messages += body.count(b'"role"')
+                self.answer_bytes += len(body)
                 if re.search(rb'"stream"\s*:\s*true', body) is None:
                     return self._answer
                 return self._events[re.search(rb'"include_usage"\s*:\s*true', body) is not None]
@@ -150,7 +152,12 @@ class InstantUpstream:
             text = json.dumps(scripted_summary(prompt))
             return http_response(200, completion_json(text, len(prompt) // 4, len(text) // 4))
         if line.startswith(b"GET ") and b"/stats" in line:
-            stats = {"answers": self.answers, "messages": self.messages, "helpers": self.helpers}
+            stats = {
+                "answers": self.answers,
+                "messages": self.messages,
+                "answer_bytes": self.answer_bytes,
+                "helpers": self.helpers,
+            }
             return http_response(200, json.dumps(stats).encode())
         return http_response(404, b'{"error": {"message": "no such route", "type": "not_found"}}')
 

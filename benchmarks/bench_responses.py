@@ -12,10 +12,11 @@ is timed is the gateway. The messages are LoCoMo user turns.
   with ``previous_response_id``; the same messages, both threads growing alike. Latency as the
   client sees it (median, p99), per endpoint, and the difference.
 - **input**: a chain of `--turns` turns (`--turns / 2` requests, each continuing from the one
-  before) through ``/v1/responses``: the input tokens the upstream was sent per request (the
-  gateway's usage, as the instant upstream counts it: 4 characters a token), against what the
-  whole chain would be at that request (what a server that replays the chain sends), counted
-  the same way. The profile: the service's default (SUMMARY_BUFFER, gpt-4o-mini).
+  before) through ``/v1/responses``: what the upstream is sent per request (its request's
+  bytes / 4, as the instant upstream counts them), against the same chain replayed whole (what
+  a server that replays the chain sends: the whole input, passed through), counted the same
+  way. The profile: the service's default (SUMMARY_BUFFER, gpt-4o-mini, a 128,000-token
+  window: the memory's budget is half of it, so a chain shorter than that is sent whole).
 
 Each round runs both parts; the report gives the median over the rounds and their spread
 (min-max). It prints figures, never asserts. Progress goes to stderr, the report to stdout.
@@ -24,6 +25,7 @@ Each round runs both parts; the report gives the median over the rounds and thei
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import sys
 import tempfile
@@ -37,6 +39,7 @@ import httpx
 from _data import default_data_path, load_conversations, thread_messages
 from _processes import server_process
 from bench_gateway import progress
+from bench_service import wait_ready
 
 SERVICE = Path(__file__).resolve().parent / "bench_service.py"
 DATABASE_ENV = "WORKINGMEM_DATABASE_URL"
@@ -99,29 +102,40 @@ def overhead(client: httpx.Client, requests: int) -> dict[str, float]:
     }
 
 
-def chain_input(client: httpx.Client, turns: int) -> dict[str, float]:
-    """Input tokens per request of a chain, with the memory, against the whole chain."""
+def sent_bytes(upstream: httpx.Client) -> int:
+    """The bytes of the answer requests the upstream received so far."""
+    return int(upstream.get("/stats").json()["answer_bytes"])
+
+
+def chain_input(client: httpx.Client, upstream: httpx.Client, turns: int) -> dict[str, float]:
+    """Tokens the upstream is sent per request (request bytes / 4, JSON included) along a
+    `previous_response_id` chain with the memory, and along the same chain replayed whole
+    (``store: false``, the whole input each call, ``X-Workingmem-History: client``: the
+    gateway passes it through as a server that replays the chain does)."""
     previous: str | None = None
-    whole_chars = 0
-    sent: list[int] = []
-    replayed: list[int] = []
+    history: list[dict[str, object]] = []
+    memory: list[float] = []
+    whole: list[float] = []
+    replay = {"X-Workingmem-History": "client", "X-Thread-Id": f"replay-{uuid.uuid4().hex}"}
     for text in user_texts(turns // 2):
-        whole_chars += len(text)
+        before = sent_bytes(upstream)
         _, body = respond(client, previous, text)
+        memory.append((sent_bytes(upstream) - before) / 4)
         previous = str(body["id"])
-        usage = body["usage"]
-        assert isinstance(usage, dict)
-        sent.append(int(usage["input_tokens"]))
-        replayed.append(whole_chars // 4)
-        output = body["output"]
-        assert isinstance(output, list)
-        whole_chars += sum(len(part["text"]) for item in output for part in item["content"])
-    last = len(sent) - 1
+        history.append({"role": "user", "content": text})
+        before = sent_bytes(upstream)
+        answer = client.post(
+            "/v1/responses", json={"input": history, "store": False}, headers=replay
+        )
+        answer.raise_for_status()
+        whole.append((sent_bytes(upstream) - before) / 4)
+        output = answer.json()["output"]
+        history += [{"role": "assistant", "content": item["content"][0]["text"]} for item in output]
     return {
-        "memory_last": sent[last],
-        "whole_last": replayed[last],
-        "memory_mean": statistics.mean(sent),
-        "whole_mean": statistics.mean(replayed),
+        "memory_last": memory[-1],
+        "whole_last": whole[-1],
+        "memory_mean": statistics.mean(memory),
+        "whole_mean": statistics.mean(whole),
     }
 
 
@@ -145,11 +159,13 @@ def main() -> None:
         with (
             server_process("service", command, env) as (_, port),
             httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client,
+            httpx.Client(base_url=f"http://127.0.0.1:{upstream_port}") as upstream_client,
         ):
+            asyncio.run(wait_ready(f"http://127.0.0.1:{port}/healthz"))
             for number in range(args.rounds):
                 progress(f"round {number + 1} of {args.rounds}")
                 figures = overhead(client, args.requests)
-                figures.update(chain_input(client, args.turns))
+                figures.update(chain_input(client, upstream_client, args.turns))
                 rounds.append(figures)
     report(rounds, args)
 

@@ -85,14 +85,10 @@ class _Target:
     expect_turns: int | None = None
     previous: StoredResponse | None = None
     conversation_id: str | None = None
-    behind: bool = False
-    """The previous response is not its thread's newest: a retry of what came after it, or
-    a fork (`_continued`)."""
 
 
 async def _target(
     records: ResponseStore,
-    gateway: Gateway,
     tenant: str,
     body: ResponseCreateRequest,
     header: str | None,
@@ -114,13 +110,9 @@ async def _target(
             tenant_id=tenant,
             response_id=check_id("previous_response_id", body.previous_response_id),
         )
-        thread = await gateway.store.get_thread(tenant_id=tenant, thread_id=previous.thread_id)
-        return _Target(
-            previous.thread_id,
-            expect_turns=previous.last_seq,
-            previous=previous,
-            behind=thread.turn_count != previous.last_seq,
-        )
+        # continued where it ended: a thread that went on since is a ConflictError under its
+        # lock, and the request is then placed again (`_continued`)
+        return _Target(previous.thread_id, expect_turns=previous.last_seq, previous=previous)
     if header is not None and header.strip():
         return _Target(check_id("X-Thread-Id", header))
     named = (body.metadata or {}).get("thread_id")
@@ -181,7 +173,7 @@ async def create_response(
     if user_id is not None:
         check_id("user", user_id)
     items = body.items()
-    target = await _target(records, gateway, tenant, body, asked.x_thread_id)
+    target = await _target(records, tenant, body, asked.x_thread_id)
     answering: frozenset[str] = frozenset()
     if starts_with_output(items) and target.thread_id is not None:
         answering = await open_calls_before(
@@ -193,8 +185,6 @@ async def create_response(
     turns = turns_of(items, open_calls=answering)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
     options = _options(body)
-    if target.behind:  # checked: nothing refused the request
-        target = await _continued(gateway, tenant, target, turns)
     if target.thread_id is None:  # a session's conversation, sent whole
         found = await awaiting_thread(
             records,
@@ -252,7 +242,7 @@ async def create_response(
             except ConflictError:
                 if attempt or target.previous is None:
                     raise
-                target = await _fork(gateway, tenant, target.previous)  # it went on meanwhile
+                target = await _continued(gateway, tenant, target, turns)  # it went on since
         return StreamingResponse(
             response_events(
                 stream,
@@ -281,7 +271,7 @@ async def create_response(
         except ConflictError:
             if attempt or target.previous is None:
                 raise
-            target = await _fork(gateway, tenant, target.previous)
+            target = await _continued(gateway, tenant, target, turns)
     services.metrics.observe_answer(result.usage)
     return JSONResponse(await finish(result), headers=thread_header(result.thread_id))
 
