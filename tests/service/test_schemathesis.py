@@ -39,6 +39,7 @@ pytestmark = pytest.mark.filterwarnings(
 EXAMPLES = 25
 CHAT = "POST /v1/chat/completions"
 RESPONSES = "POST /v1/responses"
+MESSAGES = "POST /v1/messages"
 ROOMY = CONFIG.model_copy(
     update={"models": {"answer-model": wm.ModelInfo(id="answer-model", context_window=1_000_000)}}
 )
@@ -87,6 +88,8 @@ def target(
                 return in_order(body)
             if label == RESPONSES:
                 return answerable(body)
+            if label == MESSAGES:
+                return transcript_in_order(body)
             return True
 
         yield Target(schema=schema, url=live.url, database_url=database_url)
@@ -150,6 +153,38 @@ def answerable(body: Any) -> bool:
         if kind == "message":
             return last.get("role") != "assistant"
         return isinstance(kind, str) and kind.endswith("_output")
+    return True
+
+
+def transcript_in_order(body: Any) -> bool:
+    """The Messages operation's description (`routes.messages.RULES`): the last message the
+    user's; a user message's leading tool_result blocks answer the tool_use blocks of the
+    assistant message before it, each once; the cap and the request well within the window."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return True
+    cap = body.get("max_tokens")
+    if (isinstance(cap, int) and cap > 1_000) or len(json.dumps(body)) > 8_000:
+        return False
+    if messages[-1].get("role") != "user":
+        return False
+    open_calls: set[str] = set()
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        if message.get("role") == "assistant":
+            uses = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
+            if len(set(uses)) != len(uses):
+                return False
+            open_calls = set(uses)
+            continue
+        for block in blocks:
+            if block.get("type") != "tool_result":
+                break
+            if block.get("tool_use_id") not in open_calls:
+                return False
+            open_calls.discard(block["tool_use_id"])
+        open_calls = set()
     return True
 
 

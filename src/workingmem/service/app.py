@@ -41,7 +41,17 @@ from .limits import BodyLimitMiddleware
 from .metrics import Metrics, MetricsMiddleware
 from .openapi import publish
 from .page_security import PageSecurityMiddleware
-from .routes import chat, conversations, models, ops, responses, threads, ui, working_memory
+from .routes import (
+    chat,
+    conversations,
+    messages,
+    models,
+    ops,
+    responses,
+    threads,
+    ui,
+    working_memory,
+)
 from .routes import mcp as mcp_route
 from .settings import ServiceSettings
 from .state import Services
@@ -55,7 +65,9 @@ logger = logging.getLogger("workingmem.service")
 
 DESCRIPTION = """\
 An OpenAI-compatible `/v1/chat/completions` with memory: send only the new message with an
-`X-Thread-Id` header, and the model gets the thread's memory. REST endpoints show and reset a
+`X-Thread-Id` header, and the model gets the thread's memory. OpenAI's Responses and
+Conversations APIs (`/v1/responses`, `/v1/conversations`) and Anthropic's Messages API
+(`/v1/messages`) work the same way. REST endpoints show and reset a
 thread's memory; `/ui/` shows it in a browser; MCP clients reach a user's working memory at
 `/mcp` (streamable HTTP, the same keys, the user from `X-User-Id`).
 
@@ -99,7 +111,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(PageSecurityMiddleware)
-    for module in (chat, responses, conversations, models, threads, working_memory, ops, ui):
+    routers = (chat, responses, conversations, messages, models, threads, working_memory, ops, ui)
+    for module in routers:
         app.include_router(module.router)
     app.include_router(threads.deletion)  # last: its path matches every path under a thread
     app.router.routes.append(mcp_route.route)

@@ -36,13 +36,15 @@ SESSION_SECONDS = 12 * 3600
 
 
 def presented_key(request: Request) -> str | None:
-    """The API key a request presents: its Bearer token."""
+    """The API key a request presents: its Bearer token, else its ``x-api-key`` (where the
+    `anthropic` SDK and Claude's clients send it)."""
     header = request.headers.get("authorization")
     if header:
         scheme, _, token = header.strip().partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             return token.strip()
-    return None
+    key = request.headers.get("x-api-key")
+    return key.strip() if key and key.strip() else None
 
 
 def presented_session(request: Request) -> str | None:

@@ -35,9 +35,11 @@ from ..llm import LLMError, UsageRefusedError
 from ..redaction import redact
 
 __all__ = [
+    "ANTHROPIC_PATHS",
     "ERROR_TABLE",
     "ApiError",
     "ErrorRow",
+    "anthropic_error_body",
     "error_body",
     "error_response",
     "install_error_handlers",
@@ -171,9 +173,37 @@ def _status_class(status: int | None) -> str:
     return f"status {status}: a server error"
 
 
-def error_response(error: ApiError) -> JSONResponse:
+ANTHROPIC_PATHS = "/v1/messages"
+"""Anthropic's API: its errors have Anthropic's shape."""
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error_body(error: ApiError) -> dict[str, Any]:
+    """Anthropic's error shape, the type by the status as Anthropic gives it."""
+    kind = _ANTHROPIC_TYPES.get(
+        error.status, "api_error" if error.status >= 500 else "invalid_request_error"
+    )
+    return {"type": "error", "error": {"type": kind, "message": error.message}}
+
+
+def error_response(error: ApiError, request: Request | None = None) -> JSONResponse:
+    """The error in the shape of the API the request was made to (OpenAI's, or Anthropic's
+    under `ANTHROPIC_PATHS`)."""
+    anthropic = request is not None and request.url.path.startswith(ANTHROPIC_PATHS)
     return JSONResponse(
-        error_body(error.message, error.type, error.code, error.param),
+        anthropic_error_body(error)
+        if anthropic
+        else error_body(error.message, error.type, error.code, error.param),
         status_code=error.status,
         headers=error.headers,
     )
@@ -181,11 +211,11 @@ def error_response(error: ApiError) -> JSONResponse:
 
 async def _on_api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc)
+    return error_response(exc, request)
 
 
 async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
-    return error_response(map_error(exc))
+    return error_response(map_error(exc), request)
 
 
 async def _on_request_validation(request: Request, exc: Exception) -> JSONResponse:
@@ -199,7 +229,8 @@ async def _on_request_validation(request: Request, exc: Exception) -> JSONRespon
     reason = str(first.get("msg", "invalid request"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return error_response(
-        ApiError(422, f"{where}: {reason}{more}", code="invalid_request", param=where or None)
+        ApiError(422, f"{where}: {reason}{more}", code="invalid_request", param=where or None),
+        request,
     )
 
 
@@ -208,14 +239,15 @@ async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:
     type_ = _HTTP_TYPES.get(exc.status_code, "invalid_request_error")
     code = "not_found" if exc.status_code == 404 else f"http_{exc.status_code}"
     return error_response(
-        ApiError(exc.status_code, str(exc.detail), code=code, type=type_, headers=exc.headers)
+        ApiError(exc.status_code, str(exc.detail), code=code, type=type_, headers=exc.headers),
+        request,
     )
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unexpected error on %s %s", request.method, request.url.path)
     return error_response(
-        ApiError(500, "internal error", code="internal_error", type="server_error")
+        ApiError(500, "internal error", code="internal_error", type="server_error"), request
     )
 
 

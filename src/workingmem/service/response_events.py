@@ -16,30 +16,22 @@ client that disconnects closes the answer, and no half answer is stored either.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
 from ..errors import WorkingMemoryError
-from ..gateway import AnswerStream, AskResult
+from ..gateway import AnswerStream
 from ..llm import Usage
 from .errors import map_error
 from .metrics import Metrics
 from .response_body import ResponseInfo, response_object
+from .sse import Finish, named_event
 
 __all__ = ["Finish", "response_events"]
 
 logger = logging.getLogger("workingmem.service")
-
-Finish = Callable[[AskResult], Awaitable[dict[str, Any]]]
-"""Stores what the answer made (the response record) and returns the final Response object."""
-
-
-def _event(payload: dict[str, Any]) -> bytes:
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {payload['type']}\ndata: {text}\n\n".encode()
 
 
 async def response_events(
@@ -57,7 +49,7 @@ async def response_events(
     def event(kind: str, **fields: Any) -> bytes:
         nonlocal number
         number += 1
-        return _event({"type": kind, "sequence_number": number, **fields})
+        return named_event({"type": kind, "sequence_number": number, **fields})
 
     def lifecycle(kind: str, status: Any, **more: Any) -> bytes:
         return event(kind, response=response_object(info, status=status, output=[], **more))

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Ta
 from ..messages import MAX_PARTS
 from .chat_schemas import Metadata, ResponseFormatJSONObject, ResponseFormatText, Tokens
 from .params import ID_SCHEMA
+from .wire import Id, LongText, OpenShape
 
 __all__ = [
     "ConversationCreateRequest",
@@ -32,40 +33,31 @@ __all__ = [
 MAX_ITEMS = 2000
 """The input items of one request (a whole history resent fits; a runaway client does not)."""
 
-Id = Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
-Text = Annotated[str, Field(max_length=1_000_000)]
 
-
-class _Open(BaseModel):
-    """A shape whose fields beyond those named are kept as sent (the SDK adds fields)."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class InputText(_Open):
+class InputText(OpenShape):
     type: Literal["input_text"]
-    text: Text
+    text: LongText
 
 
-class OutputText(_Open):
+class OutputText(OpenShape):
     type: Literal["output_text"]
-    text: Text
+    text: LongText
     annotations: list[Any] | None = None
 
 
-class Refusal(_Open):
+class Refusal(OpenShape):
     type: Literal["refusal"]
-    refusal: Text
+    refusal: LongText
 
 
-class InputImage(_Open):
+class InputImage(OpenShape):
     type: Literal["input_image"]
     image_url: str | None = None
     file_id: str | None = None
     detail: Literal["low", "high", "auto", "original"] | None = None
 
 
-class InputFile(_Open):
+class InputFile(OpenShape):
     type: Literal["input_file"]
     file_id: str | None = None
     file_data: str | None = None
@@ -79,34 +71,34 @@ Part = Annotated[
 Parts = Annotated[list[Part], Field(max_length=MAX_PARTS)]
 
 
-class MessageItem(_Open):
+class MessageItem(OpenShape):
     """A message: the user's (or a system / developer message), or an answer's text."""
 
     type: Literal["message"] | None = None
     role: Literal["user", "assistant", "system", "developer"]
-    content: Text | Parts
+    content: LongText | Parts
     id: Id | None = None
 
 
-class FunctionCallItem(_Open):
+class FunctionCallItem(OpenShape):
     type: Literal["function_call"]
     call_id: Id
     name: Annotated[str, Field(min_length=1, max_length=256)]
-    arguments: Text
+    arguments: LongText
     id: Id | None = None
 
 
-class FunctionCallOutputItem(_Open):
+class FunctionCallOutputItem(OpenShape):
     type: Literal["function_call_output"]
     call_id: Id
-    output: Text | Parts
+    output: LongText | Parts
     id: Id | None = None
 
 
 KNOWN_TYPES = ("message", "function_call", "function_call_output")
 
 
-class OtherItem(_Open):
+class OtherItem(OpenShape):
     """Any other item (``reasoning``, a hosted tool's call, a custom tool's output): kept
     verbatim; a ``*_output`` item answers the call its ``call_id`` names."""
 
@@ -139,7 +131,7 @@ def dumped(items: Sequence[BaseModel]) -> list[dict[str, Any]]:
     return [item.model_dump(mode="json", exclude_unset=True) for item in items]
 
 
-class FunctionToolIn(_Open):
+class FunctionToolIn(OpenShape):
     type: Literal["function"]
     name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
     description: str | None = None
@@ -147,7 +139,7 @@ class FunctionToolIn(_Open):
     strict: StrictBool | None = None
 
 
-class HostedTool(_Open):
+class HostedTool(OpenShape):
     """A tool the upstream runs (``web_search``, ``file_search``, ...): refused with a 400
     that names it, since a chat upstream has none."""
 

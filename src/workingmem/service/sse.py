@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import WorkingMemoryError
-from ..gateway import AnswerStream
+from ..gateway import AnswerStream, AskResult
 from ..llm import Usage
 from .chat_schemas import CompletionUsage
 from .errors import ApiError, error_body, map_error
 from .metrics import Metrics
 
-__all__ = ["StreamInfo", "answer_events", "first_piece"]
+__all__ = ["Finish", "StreamInfo", "answer_events", "first_piece", "named_event"]
 
 logger = logging.getLogger("workingmem.service")
 
@@ -46,6 +46,17 @@ async def first_piece(stream: AnswerStream) -> str | None:
         return await anext(aiter(stream))
     except StopAsyncIteration:
         return None
+
+
+Finish = Callable[[AskResult], Awaitable[dict[str, Any]]]
+"""Stores what an answer made, if anything beyond its turns, and returns the body a streamed
+answer ends with (a Response, a Message)."""
+
+
+def named_event(payload: dict[str, Any]) -> bytes:
+    """An event named by its payload's ``type`` (the Responses and Messages APIs' framing)."""
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {payload['type']}\ndata: {text}\n\n".encode()
 
 
 def _event(payload: dict[str, Any]) -> bytes:

@@ -1,0 +1,306 @@
+"""Anthropic Messages as chat turns, and back.
+
+    turns = turns_of(request["messages"])          # NativeItems: the blocks verbatim, a chat view
+    await store.append(..., messages=turns)
+    messages = messages_of(stored_turns)           # Anthropic messages again, as given
+
+One Anthropic message may be several chat turns: a user message opens with the
+``tool_result`` blocks that answer the calls before it (each a ``tool`` turn of the chat view,
+so that a call and its results stay one unit), then what the user says (a ``user`` turn). An
+assistant message is one turn whatever its blocks (``thinking`` with its signature,
+``redacted_thinking``, text, ``tool_use``, server tools): its view carries the text and the
+``tool_use`` blocks as ``tool_calls``. Each turn stores ``{"role", "content"}`` with exactly the
+blocks it was made of (a text content stays a text), and `messages_of` joins consecutive turns
+of one role into one message again, as Anthropic itself reads consecutive messages of a role.
+
+The view leaves out what the chat format has no place for (thinking, server tool calls): they
+travel in the blocks, not in the token count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ValidationError
+from ..types import Message, NativeItem, Turn
+
+__all__ = [
+    "FORMAT",
+    "answer_turn",
+    "blocks_of",
+    "chat_options",
+    "chat_tools",
+    "message_of",
+    "messages_of",
+    "stop_reason",
+    "turns_of",
+]
+
+FORMAT = "anthropic.messages"
+
+
+def turns_of(messages: Sequence[Mapping[str, Any]]) -> list[NativeItem]:
+    """The messages as chat turns, in order (see the module)."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise ValidationError("messages", "must be a list of Anthropic messages")
+    turns: list[NativeItem] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise ValidationError(f"messages[{index}]", "must be a message (a dict)")
+        role = message.get("role")
+        content = message.get("content")
+        if role == "assistant":
+            turns.append(NativeItem(FORMAT, {"role": role, "content": content}, _answer(content)))
+        elif role == "user":
+            turns += _user_turns(content)
+        else:
+            raise ValidationError(f"messages[{index}].role", "must be 'user' or 'assistant'")
+    return turns
+
+
+def messages_of(turns: Sequence[Turn]) -> list[dict[str, Any]]:
+    """The turns as Anthropic messages: each as it was given (a turn written in another
+    format as the blocks that say the same), consecutive turns of one role in one message."""
+    messages: list[dict[str, Any]] = []
+    for turn in turns:
+        original = turn.in_format(FORMAT)
+        message = dict(original) if original is not None else message_of(turn.to_message())
+        if messages and messages[-1]["role"] == message["role"]:
+            messages[-1]["content"] = blocks_of(messages[-1]["content"]) + blocks_of(
+                message["content"]
+            )
+        else:
+            messages.append(message)
+    return messages
+
+
+def blocks_of(content: object) -> list[dict[str, Any]]:
+    """A message's content as blocks (a text is one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return [dict(block) for block in content or ()] if isinstance(content, list) else []
+
+
+# -- blocks -> view ----------------------------------------------------------------------------
+
+
+def _user_turns(content: object) -> list[NativeItem]:
+    if isinstance(content, str):
+        return [NativeItem(FORMAT, {"role": "user", "content": content}, _said(content))]
+    blocks = _blocks(content, "user")
+    turns: list[NativeItem] = []
+    rest: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.get("type") == "tool_result" and not rest:
+            item = {"role": "user", "content": [block]}
+            turns.append(NativeItem(FORMAT, item, _tool_view(block)))
+        else:
+            rest.append(block)
+    if rest or not turns:
+        turns.append(NativeItem(FORMAT, {"role": "user", "content": rest}, _user_view(rest)))
+    return turns
+
+
+def _blocks(content: object, role: str) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        raise ValidationError(f"{role}.content", "must be a text or a list of content blocks")
+    blocks = []
+    for block in content:
+        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+            raise ValidationError(f"{role}.content", "every block must be a dict with a type")
+        blocks.append(dict(block))
+    return blocks
+
+
+def _said(text: str) -> Message:
+    return {"role": "user", "content": text}
+
+
+def _user_view(blocks: list[dict[str, Any]]) -> Message:
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block["type"]
+        if kind == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "image":
+            url = _image_url(block.get("source"))
+            if url is not None:
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif kind == "document":
+            title = block.get("title") or "attached"
+            parts.append({"type": "text", "text": f"[document: {title}]"})
+        elif kind == "tool_result":  # a result after the user's words: said, not a unit
+            parts.append({"type": "text", "text": _json(block)})
+    if all(part["type"] == "text" for part in parts):
+        return _said("\n".join(part["text"] for part in parts))
+    return {"role": "user", "content": parts}
+
+
+def _image_url(source: object) -> str | None:
+    if not isinstance(source, Mapping):
+        return None
+    if source.get("type") == "base64":
+        return f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return str(source["url"])
+    return None
+
+
+def _tool_view(block: Mapping[str, Any]) -> Message:
+    content = block.get("content")
+    text = content if isinstance(content, str) else _text(content)
+    if block.get("is_error"):
+        text = f"Error: {text}"
+    return {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text}
+
+
+def _answer(content: object) -> Message:
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in _blocks(content, "assistant"):
+        if block["type"] == "text":
+            texts.append(str(block.get("text", "")))
+        elif block["type"] == "tool_use":
+            calls.append(
+                {
+                    "id": str(block.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": str(block.get("name", "")),
+                        "arguments": _json(block.get("input", {})),
+                    },
+                }
+            )
+    text = "\n".join(t for t in texts if t)
+    if calls:
+        return {"role": "assistant", "content": text or None, "tool_calls": calls}
+    return {"role": "assistant", "content": text}
+
+
+def _text(content: object) -> str:
+    texts = []
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, Mapping) and block.get("type") == "text":
+            texts.append(str(block.get("text", "")))
+        elif isinstance(block, Mapping):
+            texts.append(f"[{block.get('type')}]")
+    return "\n".join(texts)
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# -- view -> blocks ----------------------------------------------------------------------------
+
+
+def message_of(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat message as the Anthropic message that says the same (a tool result is a user
+    message with its ``tool_result`` block; tool calls are ``tool_use`` blocks)."""
+    role = message["role"]
+    content = message.get("content")
+    if role == "tool":
+        block = {
+            "type": "tool_result",
+            "tool_use_id": message["tool_call_id"],
+            "content": content if isinstance(content, str) else _parts_text(content),
+        }
+        return {"role": "user", "content": [block]}
+    if role == "user":
+        if isinstance(content, list):
+            return {"role": "user", "content": [_block_of(part) for part in content]}
+        return {"role": "user", "content": content or ""}
+    blocks: list[dict[str, Any]] = []
+    text = content if isinstance(content, str) else _parts_text(content)
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for call in message.get("tool_calls") or ():
+        function = call["function"]
+        try:
+            arguments = json.loads(function["arguments"] or "{}")
+        except ValueError:
+            arguments = {"arguments": function["arguments"]}
+        blocks.append(
+            {"type": "tool_use", "id": call["id"], "name": function["name"], "input": arguments}
+        )
+    return {"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]}
+
+
+def _block_of(part: Mapping[str, Any]) -> dict[str, Any]:
+    if part.get("type") == "image_url":
+        url = str(part["image_url"]["url"])
+        if url.startswith("data:") and ";base64," in url:
+            media, data = url[5:].split(";base64,", 1)
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": media, "data": data},
+            }
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    return {"type": "text", "text": str(part.get("text", ""))}
+
+
+def _parts_text(content: object) -> str:
+    return (
+        "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+        if isinstance(content, list)
+        else ""
+    )
+
+
+# -- a chat upstream ---------------------------------------------------------------------------
+
+
+def answer_turn(answer: Message) -> NativeItem:
+    """The turn a thread stores for an answer a chat upstream gave: its blocks, its view."""
+    item = message_of(answer)
+    return NativeItem(FORMAT, item, _answer(item["content"]))
+
+
+def stop_reason(finish_reason: str | None, *, calls: bool) -> str:
+    """A chat finish reason as Anthropic's ``stop_reason``."""
+    if calls:
+        return "tool_use"
+    return {"length": "max_tokens", "stop": "end_turn"}.get(finish_reason or "stop", "end_turn")
+
+
+def chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic's client tools as chat function tools."""
+    out = []
+    for tool in tools:
+        function: dict[str, Any] = {"name": tool["name"], "parameters": tool["input_schema"]}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def chat_options(
+    *,
+    tool_choice: Mapping[str, Any] | None,
+    stop_sequences: Sequence[str] | None,
+    temperature: float | None,
+    top_p: float | None,
+    top_k: int | None,
+) -> dict[str, Any]:
+    """The chat request's fields for what an Anthropic request asks of the answer."""
+    options: dict[str, Any] = {}
+    if tool_choice is not None:
+        kind = tool_choice.get("type")
+        if kind == "tool" and not tool_choice.get("name"):
+            raise ValidationError("tool_choice.name", "a tool choice of type 'tool' names it")
+        if kind == "tool":
+            options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["name"]}}
+        else:
+            options["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}[str(kind)]
+        if tool_choice.get("disable_parallel_tool_use"):
+            options["parallel_tool_calls"] = False
+    if stop_sequences:
+        options["stop"] = list(stop_sequences)[:4]
+    for name, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k)):
+        if value is not None:
+            options[name] = value
+    return options

@@ -1,0 +1,178 @@
+"""``POST /v1/messages``: Anthropic's Messages API, with the thread's memory.
+
+    client = anthropic.Anthropic(base_url="http://127.0.0.1:8080", api_key="wm_...")
+    client.messages.create(model="claude-sonnet-4-5", max_tokens=1024,
+                           messages=[{"role": "user", "content": "And in May?"}],
+                           extra_headers={"X-Thread-Id": "trip-42"})
+
+Send the new turns or the whole transcript (Claude Code resends it every call): each turn is
+stored once, its blocks verbatim (thinking and its signature included), and the model reads
+the thread's memory. The thread: ``X-Thread-Id``, else the conversation the transcript opens,
+Claude Code's ``X-Claude-Code-Session-Id`` keeping its sessions apart. In front of a
+chat-completions upstream the request and the answer are translated; errors have Anthropic's
+shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from ...formats.anthropic import (
+    FORMAT,
+    answer_turn,
+    blocks_of,
+    chat_options,
+    chat_tools,
+    stop_reason,
+    turns_of,
+)
+from ...formats.responses_chat import new_id
+from ...gateway import AskResult
+from ...llm import Completion
+from ...messages import check_id
+from ...types import Message, MessageIn, NativeItem
+from ..auth import Tenant
+from ..disconnect import ClientDisconnectedError, unless_disconnected
+from ..message_events import MessageInfo, message_events
+from ..messages_schemas import AnthropicErrorResponse, MessageCreateRequest, dumped_messages
+from ..params import AskHeaders, thread_header
+from ..sse import first_piece
+from ..state import get_services
+
+__all__ = ["RULES", "router"]
+
+RULES = (
+    "Messages: the last is the user's (its text, or the tool_result blocks that answer the "
+    "tool_use blocks of the assistant message before it). Tools: client tools only (with an "
+    "input_schema). The newest turns and max_tokens must fit the model's window with the "
+    "system prompt and the tools, else a 400."
+)
+"""What JSON Schema cannot say of a request; published as the operation's description."""
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": AnthropicErrorResponse, "description": text}
+    for status, text in (
+        (400, "Bad request: the reason is in the message"),
+        (401, "Missing, unknown or revoked API key"),
+        (403, "A keyless server's tenant asked for from a non-loopback host"),
+        (409, "The thread is busy longer than the wait"),
+        (413, "The request body is over the server's limit"),
+        (422, "The body or a parameter has the wrong shape"),
+        (429, "Rate limited, or the usage guard refused the call"),
+        (502, "The upstream model failed"),
+        (503, "The database is unavailable"),
+    )
+}
+
+router = APIRouter(tags=["messages"], responses=_ERRORS)
+
+SessionHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Claude-Code-Session-Id",
+        description="Claude Code's session: sessions that open alike stay apart",
+    ),
+]
+
+
+@router.post(
+    "/v1/messages",
+    responses={200: {"content": {"text/event-stream": {}}}},
+    summary="Answer the thread's new turns, with its memory (Anthropic's Messages API)",
+    description=RULES,
+)
+async def create_message(
+    body: MessageCreateRequest,
+    request: Request,
+    tenant: Tenant,
+    asked: AskHeaders,
+    x_claude_code_session_id: SessionHeader = None,
+) -> Response:
+    """Anthropic's message; the response's ``X-Thread-Id`` names the thread answered."""
+    services = get_services(request)
+    gateway = services.gateway
+    messages = dumped_messages(body)
+    turns = turns_of(messages)
+    user_id = asked.x_user_id or (body.metadata.user_id if body.metadata else None)
+    if user_id is not None:
+        check_id("user", user_id)
+    thread_id = check_id("X-Thread-Id", asked.x_thread_id) if asked.x_thread_id else None
+    profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
+    info = MessageInfo(message_id=new_id("msg"), model=body.model)
+    tool_choice = body.tool_choice.model_dump(exclude_none=True) if body.tool_choice else None
+    ask: dict[str, Any] = {
+        "tenant_id": tenant,
+        "thread_id": thread_id,
+        "messages": turns,
+        "user_id": user_id,
+        "profile": profile,
+        "system_prompt": body.system_text(),
+        "model": model,
+        "tools": chat_tools([t.model_dump(exclude_unset=True) for t in body.tools or ()]),
+        "options": chat_options(
+            tool_choice=tool_choice,
+            stop_sequences=body.stop_sequences,
+            temperature=body.temperature,
+            top_p=body.top_p,
+            top_k=body.top_k,
+        ),
+        "max_tokens": body.max_tokens,
+        "answer_format": _as_blocks,
+        "session": x_claude_code_session_id,
+    }
+    if (asked.x_history or gateway.profiles.get(profile).history) == "client":
+        system: list[Message] = (
+            [{"role": "system", "content": body.system_text() or ""}] if body.system else []
+        )
+        ask["passthrough"] = [*system, *(turn.message for turn in turns)]
+
+    async def finish(result: AskResult) -> dict[str, Any]:
+        return _message(info, result)
+
+    if body.stream:
+        stream = gateway.ask_stream(**ask)
+        first = await first_piece(stream)
+        return StreamingResponse(
+            message_events(stream, first, info, finish=finish, metrics=services.metrics),
+            media_type="text/event-stream",
+            headers={
+                **thread_header(stream.thread_id or ""),
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            },
+        )
+    try:
+        result = await unless_disconnected(request, gateway.ask(**ask))
+    except ClientDisconnectedError:
+        return Response(status_code=499)
+    services.metrics.observe_answer(result.usage)
+    return JSONResponse(_message(info, result), headers=thread_header(result.thread_id))
+
+
+def _as_blocks(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
+    """The answer as the thread stores it: the Anthropic message a client is shown."""
+    return answer_turn(message)
+
+
+def _message(info: MessageInfo, result: AskResult) -> dict[str, Any]:
+    """The answer as Anthropic's Message: the blocks stored, the stop reason, the usage."""
+    answer = result.turns[-1].in_format(FORMAT) or {}
+    content = blocks_of(answer.get("content"))
+    return {
+        "id": info.message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": info.model,
+        "content": content,
+        "stop_reason": stop_reason(result.finish_reason, calls=bool(result.tool_calls)),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": result.usage.prompt_tokens,
+            "output_tokens": result.usage.completion_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
