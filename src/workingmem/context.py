@@ -174,6 +174,34 @@ class ContextAssembler:
             loaded=loaded,
         )
 
+    async def opening(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        user_id: str | None,
+        profile: Profile,
+        model: ModelInfo,
+        system_prompt: str | None = None,
+        output_reserve_tokens: int | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> AssembledContext:
+        """What a request of a thread that has no turns yet starts with: the system prompt
+        with the agent memory (no notes: nothing was said), and the tools' cost."""
+        tokenizer = tokenizer_for(model)
+        template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
+        instructions = await self._instructions(tenant_id, thread_id, user_id)
+        system = _system_message(_render_system(template, render_memory_slot(instructions, "")))
+        tokens = tokenizer.count_message(system)
+        tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
+        reserve = output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
+        return AssembledContext(
+            messages=[system],
+            tokens=tokens + tokenizer.reply_overhead,
+            budget_tokens=model.context_window - tokens - tools_tokens - reserve,
+            parts={"system": tokens, "history": 0, "tools": tools_tokens},
+        )
+
     async def pass_through(
         self,
         *,

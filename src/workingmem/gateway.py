@@ -850,6 +850,77 @@ class Gateway:
 
         self.queue.submit((run.tenant_id, run.thread_id), update)
 
+    async def count_tokens(
+        self,
+        *,
+        tenant_id: str,
+        messages: Sequence[MessageIn | NativeItem],
+        thread_id: str | None = None,
+        user_id: str | None = None,
+        profile: Profile | str | None = None,
+        system_prompt: str | None = None,
+        model: str | None = None,
+        tools: Sequence[dict[str, Any]] | None = None,
+        session: str | None = None,
+    ) -> int:
+        """The input tokens of the request `ask` would send for these messages now: the
+        thread's memory with the request's new turns after it, the system prompt, the tools
+        (the gateway's own too). Nothing is stored and no model is called. Counted with the
+        model's tokenizer (an estimate, 4 characters a token, for a model it does not know);
+        a request that edits the thread is counted as if it extended it."""
+        request = _request_turns(None, messages)
+        client_tools = check_client_tools(list(tools) if tools is not None else None)
+        plan = self.plan(profile, model=model, system_prompt=system_prompt)
+        tokenizer = tokenizer_for(plan.model)
+        if thread_id is None:
+            found = await find_conversation(
+                self.store,
+                tenant_id=tenant_id,
+                user_id=user_id,
+                system_prompt=system_prompt,
+                request=request.views,
+                session=session,
+            )
+            thread_id = found.fork[0] if found.fork is not None else found.thread_id
+        placed = await place(
+            self.store,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            request=request.views,
+            tokenizer=tokenizer,
+        )
+        new = request.views[placed.start :]
+        offer = [*self._tools(user_id), *client_tools]
+        if placed.turn_count:
+            context = await self.assembler.build(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                user_id=user_id,
+                profile=plan.profile,
+                model=plan.model,
+                system_prompt=plan.system_prompt,
+                output_reserve_tokens=plan.output_reserve_tokens,
+                tools=offer,
+            )
+            sent = list(context.messages)
+        else:  # a new thread: what it will open with
+            context = await self.assembler.opening(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                user_id=user_id,
+                profile=plan.profile,
+                model=plan.model,
+                system_prompt=plan.system_prompt,
+                output_reserve_tokens=plan.output_reserve_tokens,
+                tools=offer,
+            )
+            sent = list(context.messages)
+        return (
+            sum(tokenizer.count_message(m) for m in [*sent, *new])
+            + tokenizer.reply_overhead
+            + context.parts.get("tools", 0)
+        )
+
     # -- memory of a thread ------------------------------------------------------------------
 
     async def get_thread_memory(

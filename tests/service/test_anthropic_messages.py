@@ -231,3 +231,21 @@ def test_another_tenant_never_reads_the_thread(
         )
     sent = answers(upstream)[-1]["messages"]
     assert all("42" not in str(m["content"]) for m in sent)
+
+
+def test_count_tokens_counts_the_memory_and_stores_nothing(
+    claude: anthropic.Anthropic, api: httpx.Client
+) -> None:
+    header = {"X-Thread-Id": "counted"}
+    question: list[MessageParam] = [{"role": "user", "content": "How long is this?"}]
+    alone = claude.messages.count_tokens(
+        model="answer-model", messages=question, extra_headers=header
+    ).input_tokens
+    assert alone > 0
+    assert api.get("/v1/threads/counted/messages").status_code == 404  # nothing stored
+    ask(claude, [{"role": "user", "content": "A first message, " * 20}], extra_headers=header)
+    later = claude.messages.count_tokens(
+        model="answer-model", messages=question, tools=[WEATHER], extra_headers=header
+    ).input_tokens
+    assert later > alone + 40  # the thread's memory and the tool are in it
+    assert len(turns(api, "counted")) == 2

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.filterwarnings(
 EXAMPLES = 25
 CHAT = "POST /v1/chat/completions"
 RESPONSES = "POST /v1/responses"
-MESSAGES = "POST /v1/messages"
+MESSAGES = ("POST /v1/messages", "POST /v1/messages/count_tokens")
 ROOMY = CONFIG.model_copy(
     update={"models": {"answer-model": wm.ModelInfo(id="answer-model", context_window=1_000_000)}}
 )
@@ -88,7 +88,7 @@ def target(
                 return in_order(body)
             if label == RESPONSES:
                 return answerable(body)
-            if label == MESSAGES:
+            if label in MESSAGES:
                 return transcript_in_order(body)
             return True
 
@@ -107,7 +107,7 @@ def in_order(body: Any) -> bool:
     if body.get("stream") is True and isinstance(body.get("n"), int) and body["n"] > 1:
         return False
     caps = [body.get(name) for name in ("max_tokens", "max_completion_tokens")]
-    if any(isinstance(cap, int) and cap > 1_000 for cap in caps):
+    if any(isinstance(cap, (int, float)) and cap > 1_000 for cap in caps):
         return False
     if len(json.dumps(body)) > 8_000:  # the test model counts 4 characters a token
         return False
@@ -144,7 +144,7 @@ def answerable(body: Any) -> bool:
     ):
         return False
     cap = body.get("max_output_tokens")
-    if (isinstance(cap, int) and cap > 1_000) or len(json.dumps(body)) > 8_000:
+    if (isinstance(cap, (int, float)) and cap > 1_000) or len(json.dumps(body)) > 8_000:
         return False
     items = body.get("input")
     if isinstance(items, list) and items and isinstance(items[-1], dict):
@@ -164,7 +164,7 @@ def transcript_in_order(body: Any) -> bool:
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
         return True
     cap = body.get("max_tokens")
-    if (isinstance(cap, int) and cap > 1_000) or len(json.dumps(body)) > 8_000:
+    if (isinstance(cap, (int, float)) and cap > 1_000) or len(json.dumps(body)) > 8_000:
         return False
     if messages[-1].get("role") != "user":
         return False

@@ -16,7 +16,12 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Ta
 from .chat_schemas import Tokens
 from .wire import Id, LongText, OpenShape
 
-__all__ = ["AnthropicErrorResponse", "MessageCreateRequest", "dumped_messages"]
+__all__ = [
+    "AnthropicErrorResponse",
+    "MessageCountTokensRequest",
+    "MessageCreateRequest",
+    "dumped_messages",
+]
 
 
 class TextBlock(OpenShape):
@@ -145,7 +150,28 @@ class Metadata(BaseModel):
     """The end user: the thread's user, as ``X-User-Id`` says it elsewhere."""
 
 
-class MessageCreateRequest(BaseModel):
+class MessageCountTokensRequest(BaseModel):
+    """``POST /v1/messages/count_tokens``: a transcript to count, as it would be sent."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: Annotated[str, Field(min_length=1, max_length=256)]
+    messages: Annotated[list[MessageParam], Field(min_length=1, max_length=2000)]
+    system: LongText | Annotated[list[SystemBlock], Field(max_length=100)] | None = None
+    tools: Annotated[list[CustomTool], Field(max_length=128)] | None = None
+    tool_choice: ToolChoice | None = None
+    thinking: dict[str, Any] | None = None
+
+    def system_text(self) -> str | None:
+        """The system prompt as one text (None: the profile's)."""
+        if self.system is None:
+            return None
+        if isinstance(self.system, str):
+            return self.system or None
+        return "\n\n".join(block.text for block in self.system) or None
+
+
+class MessageCreateRequest(MessageCountTokensRequest):
     """``POST /v1/messages``: the transcript (the new turns, or all of them) to answer."""
 
     model_config = ConfigDict(
@@ -161,31 +187,16 @@ class MessageCreateRequest(BaseModel):
         },
     )
 
-    model: Annotated[str, Field(min_length=1, max_length=256)]
     max_tokens: Tokens
-    messages: Annotated[list[MessageParam], Field(min_length=1, max_length=2000)]
-    system: LongText | Annotated[list[SystemBlock], Field(max_length=100)] | None = None
-    tools: Annotated[list[CustomTool], Field(max_length=128)] | None = None
-    tool_choice: ToolChoice | None = None
     temperature: float | None = Field(default=None, ge=0, le=1, strict=True)
     top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
     top_k: Annotated[int, Field(ge=0, le=1000)] | None = None
     stop_sequences: Annotated[list[str], Field(max_length=16)] | None = None
     metadata: Metadata | None = None
-    thinking: dict[str, Any] | None = None
-    """Forwarded to an Anthropic upstream; a chat upstream has no thinking to turn on."""
     stream: StrictBool = False
 
-    def system_text(self) -> str | None:
-        """The system prompt as one text (None: the profile's)."""
-        if self.system is None:
-            return None
-        if isinstance(self.system, str):
-            return self.system or None
-        return "\n\n".join(block.text for block in self.system) or None
 
-
-def dumped_messages(body: MessageCreateRequest) -> list[dict[str, Any]]:
+def dumped_messages(body: MessageCountTokensRequest) -> list[dict[str, Any]]:
     """The messages as they were sent (the fields left out stay out)."""
     return [message.model_dump(mode="json", exclude_unset=True) for message in body.messages]
 

@@ -37,7 +37,12 @@ from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
 from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..message_events import MessageInfo, message_events
-from ..messages_schemas import AnthropicErrorResponse, MessageCreateRequest, dumped_messages
+from ..messages_schemas import (
+    AnthropicErrorResponse,
+    MessageCountTokensRequest,
+    MessageCreateRequest,
+    dumped_messages,
+)
 from ..params import AskHeaders, thread_header
 from ..sse import first_piece
 from ..state import get_services
@@ -176,3 +181,40 @@ def _message(info: MessageInfo, result: AskResult) -> dict[str, Any]:
             "cache_read_input_tokens": 0,
         },
     }
+
+
+@router.post(
+    "/v1/messages/count_tokens",
+    summary="The input tokens the request would cost upstream, with the memory",
+    description=RULES,
+)
+async def count_tokens(
+    body: MessageCountTokensRequest,
+    request: Request,
+    tenant: Tenant,
+    asked: AskHeaders,
+    x_claude_code_session_id: SessionHeader = None,
+) -> dict[str, int]:
+    """What `create_message` would send upstream for this transcript now (the memory, the
+    new turns, the system prompt, the tools), counted with the model's tokenizer: an
+    estimate of 4 characters a token for a model it does not know (Claude's tokenizer is
+    not published). Nothing is stored."""
+    gateway = get_services(request).gateway
+    thread_id = check_id("X-Thread-Id", asked.x_thread_id) if asked.x_thread_id else None
+    user_id = asked.x_user_id
+    if user_id is not None:
+        check_id("user", user_id)
+    profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
+    tools = chat_tools([t.model_dump(exclude_unset=True) for t in body.tools or ()])
+    tokens = await gateway.count_tokens(
+        tenant_id=tenant,
+        thread_id=thread_id,
+        messages=turns_of(dumped_messages(body)),
+        user_id=user_id,
+        profile=profile,
+        system_prompt=body.system_text(),
+        model=model,
+        tools=tools,
+        session=x_claude_code_session_id,
+    )
+    return {"input_tokens": tokens}
