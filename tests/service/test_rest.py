@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -347,3 +348,21 @@ async def test_an_invalid_parameter_is_refused_naming_it_and_nothing_is_stored(
     )
     assert assert_openai_error(response, 422)["param"] == f"body.{field}"
     assert (await api.get("/v1/threads/params/messages")).status_code == 404  # nothing stored
+
+
+async def test_anthropics_api_answers_errors_in_its_own_shape(api: httpx.AsyncClient) -> None:
+    """Under /v1/messages every refusal, the body cap's included, has Anthropic's shape."""
+    for answer, status, kind in (
+        (await api.post("/v1/messages", content=b"x" * (MAX_BODY + 1)), 413, "request_too_large"),
+        (await api.post("/v1/messages", json={"model": "m"}), 422, "invalid_request_error"),
+        (
+            await api.post(
+                "/v1/messages", json={"model": "m"}, headers={"Authorization": "Bearer wm_no"}
+            ),
+            401,
+            "authentication_error",
+        ),
+    ):
+        assert answer.status_code == status, answer.text
+        assert answer.json() == {"type": "error", "error": {"type": kind, "message": ANY}}
+    assert_openai_error(await api.post("/v1/chat/completions", content=b"x" * (MAX_BODY + 1)), 413)

@@ -9,6 +9,7 @@ as it is read, and refused when it passes the cap.
 from __future__ import annotations
 
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError, error_response
@@ -31,8 +32,8 @@ class BodyLimitMiddleware:
                 too_big = int(declared) > self.max_bytes
             except ValueError:
                 too_big = False  # the server rejects a malformed length itself
-            if too_big:
-                await self._refuse()(scope, receive, send)
+            if too_big:  # in the shape of the API asked (Request only reads the path here)
+                await self._refuse(Request(scope))(scope, receive, send)
                 return
         seen = 0
 
@@ -50,5 +51,5 @@ class BodyLimitMiddleware:
     def _message(self) -> str:
         return f"the request body is over the limit of {self.max_bytes} bytes"
 
-    def _refuse(self) -> ASGIApp:
-        return error_response(ApiError(413, self._message(), code="request_too_large"))
+    def _refuse(self, request: Request) -> ASGIApp:
+        return error_response(ApiError(413, self._message(), code="request_too_large"), request)
