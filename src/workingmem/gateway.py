@@ -59,7 +59,7 @@ from .messages import normalize_turns
 from .placement import GATEWAY_TOOLS, check_client_tools, place, tool_name
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
-from .stores.base import Store
+from .stores.base import Store, read_turns
 from .stores.documents import DocumentStore
 from .strategies import render_notes, update_due
 from .tokens import tokenizer_for
@@ -717,19 +717,14 @@ class Gateway:
         seqs = loaded.seqs[len(loaded.seqs) - len(history) :] if loaded.seqs else ()
         if len(seqs) != len(history):
             return context.messages
-        stored: dict[int, Turn] = {}
-        after = min(seqs) - 1
-        while after < max(seqs):
-            page = await self.store.list_turns(
-                tenant_id=run.tenant_id,
-                thread_id=run.thread_id,
-                after_seq=after,
-                limit=min(1000, max(seqs) - after),
-            )
-            if not page:
-                break
-            stored.update((turn.seq or 0, turn) for turn in page)
-            after = page[-1].seq or max(seqs)
+        window = await read_turns(
+            self.store,
+            tenant_id=run.tenant_id,
+            thread_id=run.thread_id,
+            first=seqs[0],
+            count=len(seqs),
+        )
+        stored = {turn.seq: turn for turn in window}
         sent: list[MessageIn] = [context.messages[0]]
         for seq, message in zip(seqs, history, strict=True):
             turn = stored.get(seq)
@@ -889,37 +884,21 @@ class Gateway:
             request=request.views,
             tokenizer=tokenizer,
         )
-        new = request.views[placed.start :]
-        offer = [*self._tools(user_id), *client_tools]
-        if placed.turn_count:
-            context = await self.assembler.build(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                user_id=user_id,
-                profile=plan.profile,
-                model=plan.model,
-                system_prompt=plan.system_prompt,
-                output_reserve_tokens=plan.output_reserve_tokens,
-                tools=offer,
-            )
-            sent = list(context.messages)
-        else:  # a new thread: what it will open with
-            context = await self.assembler.opening(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                user_id=user_id,
-                profile=plan.profile,
-                model=plan.model,
-                system_prompt=plan.system_prompt,
-                output_reserve_tokens=plan.output_reserve_tokens,
-                tools=offer,
-            )
-            sent = list(context.messages)
-        return (
-            sum(tokenizer.count_message(m) for m in [*sent, *new])
-            + tokenizer.reply_overhead
-            + context.parts.get("tools", 0)
+        # a thread with turns: its memory as the answer would read it; a new one: what it
+        # opens with
+        assemble = self.assembler.build if placed.turn_count else self.assembler.opening
+        context = await assemble(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            user_id=user_id,
+            profile=plan.profile,
+            model=plan.model,
+            system_prompt=plan.system_prompt,
+            output_reserve_tokens=plan.output_reserve_tokens,
+            tools=[*self._tools(user_id), *client_tools],
         )
+        new = sum(tokenizer.count_message(m) for m in request.views[placed.start :])
+        return context.tokens + new + context.parts["tools"]
 
     # -- memory of a thread ------------------------------------------------------------------
 

@@ -249,3 +249,16 @@ def test_count_tokens_counts_the_memory_and_stores_nothing(
     ).input_tokens
     assert later > alone + 40  # the thread's memory and the tool are in it
     assert len(turns(api, "counted")) == 2
+
+
+def test_the_gateways_own_memory_calls_never_reach_claude(
+    claude: anthropic.Anthropic, upstream: ScriptedUpstream
+) -> None:
+    """R30 on the Messages API."""
+    upstream.push(
+        Reply(None, tool_calls=[tool_call("get_working_memory", {})]),
+        Reply("Nothing saved yet."),
+    )
+    answer, _ = ask(claude, [{"role": "user", "content": "What do you know?"}])
+    assert [block.type for block in answer.content] == ["text"]
+    assert answer.stop_reason == "end_turn"

@@ -13,7 +13,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from workingmem.llm.testing import Reply, ScriptedUpstream
+from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 
 from .live import LiveServer, create_key
 from .test_openai_clients import agent_upstream
@@ -363,3 +363,22 @@ def test_history_client_sends_the_input_as_it_came(
     assert sent[0] == {"role": "system", "content": "Be brief."}
     assert [m["content"] for m in sent[1:]] == ["Remember: tea.", "Noted.", "And coffee?"]
     assert [m["content"] for m in turns(api, "own")][:3] == [m["content"] for m in given]
+
+
+def test_the_gateways_own_memory_calls_never_reach_the_client(
+    client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """R30: the model saves to the working memory in a round the gateway runs; the client's
+    response holds the answer only."""
+    upstream.push(
+        Reply(
+            None,
+            tool_calls=[tool_call("update_working_memory", {"content": "# User\n- Name: Ada\n"})],
+        ),
+        Reply("Saved."),
+    )
+    answer, _ = thread_of(client, input="Remember: my name is Ada.")
+    assert [item.type for item in answer.output] == ["message"]
+    assert answer.output_text == "Saved."
+    memory = answers(upstream)[-1]["messages"]
+    assert memory[-1]["role"] == "tool"  # the round ran on the server

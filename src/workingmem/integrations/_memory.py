@@ -36,6 +36,7 @@ from ..errors import NotFoundError, ValidationError
 from ..llm import CallKind, CallMeta, LLMClient, OpenAIClient
 from ..memory import WorkingMemory
 from ..stores import Store, open_store
+from ..stores.base import read_turns
 from ..strategies import render_notes
 from ..tokens import Tokenizer, tokenizer_for
 from ..types import ChatMessage, MessageIn, ModelInfo, NativeItem, Strategy, Turn
@@ -234,7 +235,14 @@ class FrameworkMemory:
             return MemoryContext(
                 turns=[], notes="", instructions=instructions, tokens=0, dropped_turns=0
             )
-        turns = await self._turns_at(store, tenant_id, thread_id, loaded.seqs)
+        seqs = loaded.seqs
+        turns = await read_turns(
+            store,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            first=seqs[0] if seqs else 1,
+            count=len(seqs),
+        )
         return MemoryContext(
             turns=turns,
             notes=loaded.notes,
@@ -267,16 +275,6 @@ class FrameworkMemory:
             return ""
         return await agent.get_working_memory_instructions(
             tenant_id=tenant_id, conversation_id=thread_id, user_id=user_id
-        )
-
-    async def _turns_at(
-        self, store: Store, tenant_id: str, thread_id: str, seqs: Sequence[int]
-    ) -> list[Turn]:
-        """The stored turns of a window (a run of consecutive seqs), with their items."""
-        if not seqs:
-            return []
-        return await store.list_turns(
-            tenant_id=tenant_id, thread_id=thread_id, after_seq=seqs[0] - 1, limit=len(seqs)
         )
 
     # -- after a model call ------------------------------------------------------------------

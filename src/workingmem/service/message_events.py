@@ -14,21 +14,17 @@ stored; a client that disconnects closes the answer, and nothing is stored eithe
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream
-from .errors import ApiError, anthropic_error_body, map_error
+from .errors import anthropic_error_body
 from .metrics import Metrics
-from .sse import Finish, named_event
+from .sse import Finish, named_event, stream_failure
 
 __all__ = ["MessageInfo", "message_events"]
-
-logger = logging.getLogger("workingmem.service")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +71,7 @@ async def message_events(
             assert result is not None, "a stream that ended has its result"
             message = await finish(result)
         except Exception as exc:
-            if isinstance(exc, WorkingMemoryError):
-                error = map_error(exc)
-            else:
-                logger.exception("the message's stream failed")
-                error = ApiError(500, "internal error", code="internal_error")
-            yield named_event(anthropic_error_body(error))
+            yield named_event(anthropic_error_body(stream_failure(exc)))
             return
         metrics.observe_answer(result.usage)
         blocks: list[dict[str, Any]] = message["content"]

@@ -16,22 +16,17 @@ client that disconnects closes the answer, and no half answer is stored either.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
-from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream
 from ..llm import Usage
-from .errors import map_error
 from .metrics import Metrics
 from .response_body import ResponseInfo, response_object
-from .sse import Finish, named_event
+from .sse import Finish, named_event, stream_failure
 
 __all__ = ["Finish", "response_events"]
-
-logger = logging.getLogger("workingmem.service")
 
 
 async def response_events(
@@ -90,12 +85,7 @@ async def response_events(
             assert result is not None, "a stream that ended has its result"
             body = await finish(result)
         except Exception as exc:
-            if isinstance(exc, WorkingMemoryError):
-                error = map_error(exc)
-                failure = {"code": "server_error", "message": error.message}
-            else:
-                logger.exception("the response's stream failed")
-                failure = {"code": "server_error", "message": "internal error"}
+            failure = {"code": "server_error", "message": stream_failure(exc).message}
             yield lifecycle("response.failed", "failed", error=failure)
             return
         metrics.observe_answer(result.usage if result is not None else Usage())

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from ..errors import NotFoundError
 from ..formats.responses import OPEN_UNIT_READ, items_of, open_calls
-from ..stores.base import TurnStore
+from ..stores.base import TurnStore, read_turns
 from ..types import Turn
 
 __all__ = ["ItemPage", "item_with_id", "list_items", "locate", "open_calls_before"]
@@ -77,28 +77,17 @@ async def _turns(
     store: TurnStore, tenant_id: str, thread_id: str, order: Order, first: int, last: int
 ) -> AsyncIterator[Turn]:
     """The turns with seq in [first, last], in `order`, a page of the store at a time."""
-    if order == "asc":
-        after = first - 1
-        while after < last:
-            page = await store.list_turns(
-                tenant_id=tenant_id, thread_id=thread_id, after_seq=after, limit=_PAGE
-            )
-            for turn in page:
-                if turn.seq is not None and turn.seq <= last:
-                    yield turn
-            if len(page) < _PAGE:
-                return
-            after = page[-1].seq or last
-        return
-    end = last
-    while end >= first:
-        start = max(first - 1, end - _PAGE)
-        page = await store.list_turns(
-            tenant_id=tenant_id, thread_id=thread_id, after_seq=start, limit=end - start
+    starts = range(first, last + 1, _PAGE)
+    for start in starts if order == "asc" else reversed(starts):
+        page = await read_turns(
+            store,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            first=start,
+            count=min(_PAGE, last - start + 1),
         )
-        for turn in reversed(page):
+        for turn in page if order == "asc" else reversed(page):
             yield turn
-        end = start
 
 
 async def list_items(

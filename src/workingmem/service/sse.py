@@ -26,7 +26,14 @@ from .chat_schemas import CompletionUsage
 from .errors import ApiError, error_body, map_error
 from .metrics import Metrics
 
-__all__ = ["Finish", "StreamInfo", "answer_events", "first_piece", "named_event"]
+__all__ = [
+    "Finish",
+    "StreamInfo",
+    "answer_events",
+    "first_piece",
+    "named_event",
+    "stream_failure",
+]
 
 logger = logging.getLogger("workingmem.service")
 
@@ -51,6 +58,15 @@ async def first_piece(stream: AnswerStream) -> str | None:
 Finish = Callable[[AskResult], Awaitable[dict[str, Any]]]
 """Stores what an answer made, if anything beyond its turns, and returns the body a streamed
 answer ends with (a Response, a Message)."""
+
+
+def stream_failure(exc: Exception) -> ApiError:
+    """What a client is told of a failure once its stream has begun: the library's error as
+    the service maps it, anything else a logged 500."""
+    if isinstance(exc, WorkingMemoryError):
+        return map_error(exc)
+    logger.exception("a streamed answer failed")
+    return ApiError(500, "internal error", code="internal_error", type="server_error")
 
 
 def named_event(payload: dict[str, Any]) -> bytes:
@@ -90,14 +106,8 @@ async def answer_events(
             try:
                 async for text in stream:
                     yield _event(chunk({"content": text}))
-            except WorkingMemoryError as exc:
-                yield _error_event(map_error(exc))
-                return
-            except Exception:
-                logger.exception("the answer's stream failed")
-                yield _error_event(
-                    ApiError(500, "internal error", code="internal_error", type="server_error")
-                )
+            except Exception as exc:
+                yield _error_event(stream_failure(exc))
                 return
         calls = stream.result.tool_calls if stream.result is not None else ()
         if calls:  # whole, once the upstream's deltas are in: a client reads them by index

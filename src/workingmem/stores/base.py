@@ -27,7 +27,16 @@ from .documents import DocumentStore
 from .keys import ApiKeyStore
 from .responses import ResponseStore
 
-__all__ = ["MemoryStateStore", "StateWrite", "Store", "Tail", "ThreadStore", "TurnStore"]
+__all__ = [
+    "PAGE_LIMIT",
+    "MemoryStateStore",
+    "StateWrite",
+    "Store",
+    "Tail",
+    "ThreadStore",
+    "TurnStore",
+    "read_turns",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,3 +275,29 @@ class ThreadStore(TurnStore, MemoryStateStore, Protocol):
 @runtime_checkable
 class Store(ThreadStore, DocumentStore, ApiKeyStore, ResponseStore, Protocol):
     """Everything the gateway and the service keep: what `open_store` returns."""
+
+
+PAGE_LIMIT = 1_000
+"""The most turns one `TurnStore.list_turns` call returns."""
+
+
+async def read_turns(
+    store: TurnStore, *, tenant_id: str, thread_id: str, first: int, count: int
+) -> list[Turn]:
+    """The `count` stored turns from seq `first` on (fewer at the thread's end), with their
+    items: a window's turns in their own formats (`WorkingMemoryLoad.seqs` is such a run),
+    read a page of `PAGE_LIMIT` at a time."""
+    turns: list[Turn] = []
+    after = first - 1
+    while len(turns) < count:
+        page = await store.list_turns(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            after_seq=after,
+            limit=min(PAGE_LIMIT, count - len(turns)),
+        )
+        turns += page
+        if not page or page[-1].seq is None:
+            break
+        after = page[-1].seq
+    return turns

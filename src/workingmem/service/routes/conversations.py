@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 
 from ...formats.responses import items_of, starts_with_output, turns_of
 from ...formats.responses_chat import new_id
+from ...stores.base import read_turns
 from ...stores.responses import Conversation, ResponseStore
 from ...types import NativeItem
 from ..auth import Tenant
@@ -213,13 +214,15 @@ async def delete_item(
     records = records_of(services)
     store = services.gateway.store
     seq, index = await locate(store, tenant_id=tenant, thread_id=conversation_id, item_id=item_id)
-    rest: list[dict[str, Any]] = []
-    cursor = seq - 1
-    while page := await store.list_turns(
-        tenant_id=tenant, thread_id=conversation_id, after_seq=cursor, limit=1000
-    ):
-        rest += [item for turn in page for item in items_of(turn)]
-        cursor = page[-1].seq or cursor + len(page)
+    thread = await store.get_thread(tenant_id=tenant, thread_id=conversation_id)
+    after = await read_turns(
+        store,
+        tenant_id=tenant,
+        thread_id=conversation_id,
+        first=seq,
+        count=thread.turn_count - seq + 1,
+    )
+    rest = [item for turn in after for item in items_of(turn)]
     del rest[index]
     answering: frozenset[str] = frozenset()
     if starts_with_output(rest):

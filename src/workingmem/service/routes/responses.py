@@ -18,9 +18,9 @@ the answer's items are stored with the ids the client is shown.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ...errors import ConflictError
 from ...formats.responses import FORMAT, starts_with_output, turns_of
 from ...formats.responses_chat import answer_turn, chat_options, chat_tools, native_output, new_id
-from ...gateway import AskResult, Gateway
+from ...gateway import AnswerStream, AskResult, Gateway
 from ...llm import Completion
 from ...messages import check_id, same
 from ...stores.responses import ResponseStore, StoredResponse
@@ -54,6 +54,8 @@ from . import BUSY, ERRORS, UPSTREAM
 __all__ = ["records_of", "router"]
 
 router = APIRouter(tags=["responses"], responses=ERRORS)
+
+T = TypeVar("T")
 
 RULES = (
     "Input: text, or items whose last is the user's message (or a system / developer "
@@ -139,6 +141,23 @@ async def _continued(
         count = previous.last_seq + len(after)
         return _Target(previous.thread_id, expect_turns=count, previous=previous)
     return await _fork(gateway, tenant, previous)
+
+
+async def _continuing(
+    gateway: Gateway,
+    tenant: str,
+    target: _Target,
+    turns: Sequence[NativeItem],
+    call: Callable[[_Target], Awaitable[T]],
+) -> T:
+    """`call` on the target; once more where `_continued` places the request when the thread
+    of the previous response went on since (a ConflictError under its lock)."""
+    try:
+        return await call(target)
+    except ConflictError:
+        if target.previous is None:
+            raise
+    return await call(await _continued(gateway, tenant, target, turns))
 
 
 async def _fork(gateway: Gateway, tenant: str, previous: StoredResponse) -> _Target:
@@ -232,17 +251,12 @@ async def create_response(
         return await _finish(records, tenant, info, result, len(turns))
 
     if body.stream:
-        for attempt in (0, 1):
-            stream = gateway.ask_stream(
-                **ask, thread_id=target.thread_id, expect_turns=target.expect_turns
-            )
-            try:
-                first = await first_piece(stream)
-                break
-            except ConflictError:
-                if attempt or target.previous is None:
-                    raise
-                target = await _continued(gateway, tenant, target, turns)  # it went on since
+
+        async def started(on: _Target) -> tuple[AnswerStream, str | None]:
+            stream = gateway.ask_stream(**ask, thread_id=on.thread_id, expect_turns=on.expect_turns)
+            return stream, await first_piece(stream)
+
+        stream, first = await _continuing(gateway, tenant, target, turns, started)
         return StreamingResponse(
             response_events(
                 stream,
@@ -259,19 +273,15 @@ async def create_response(
                 "X-Accel-Buffering": "no",
             },
         )
-    for attempt in (0, 1):
-        try:
-            result = await unless_disconnected(
-                request,
-                gateway.ask(**ask, thread_id=target.thread_id, expect_turns=target.expect_turns),
-            )
-            break
-        except ClientDisconnectedError:
-            return Response(status_code=499)
-        except ConflictError:
-            if attempt or target.previous is None:
-                raise
-            target = await _continued(gateway, tenant, target, turns)
+
+    async def answered(on: _Target) -> AskResult:
+        ask_on = gateway.ask(**ask, thread_id=on.thread_id, expect_turns=on.expect_turns)
+        return await unless_disconnected(request, ask_on)
+
+    try:
+        result = await _continuing(gateway, tenant, target, turns, answered)
+    except ClientDisconnectedError:
+        return Response(status_code=499)
     services.metrics.observe_answer(result.usage)
     return JSONResponse(await finish(result), headers=thread_header(result.thread_id))
 
