@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from workingmem.llm.testing import ScriptedUpstream
+from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 
 from .live import LiveServer, create_key
 from .test_responses_api import WEATHER, answers, turns, upstream_model
@@ -127,6 +127,41 @@ def test_deleting_a_call_leaves_its_output_as_an_item_of_its_own(
     assert [m["role"] for m in turns(api, conversation.id)] == ["user", "user"]
     remaining = list(client.conversations.items.list(conversation.id, order="asc"))
     assert texts(remaining) == ["weather in Lyon?", "output sunny"]  # kept, verbatim
+
+
+def test_the_gateways_own_memory_rounds_are_not_items(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """R30: the round in which the model saved to the working memory is stored in the thread,
+    but it is not the client's: not listed, not found by a position id, and still hidden after
+    an item before it is deleted."""
+    conversation = client.conversations.create(items=[{"role": "user", "content": "Hello."}])
+    upstream.push(
+        Reply(None, tool_calls=[tool_call("update_working_memory", {"content": "- Ada\n"})]),
+        Reply("Saved."),
+    )
+    answer = client.responses.create(
+        model="answer-model", input="My name is Ada.", conversation=conversation.id
+    )
+    assert [m["role"] for m in turns(api, conversation.id)] == [
+        "user",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    listed = list(client.conversations.items.list(conversation.id, order="asc"))
+    assert texts(listed) == ["Hello.", "My name is Ada.", "Saved."]
+    newest = list(client.conversations.items.list(conversation.id, order="desc", limit=1))
+    assert texts(newest) == ["Saved.", "My name is Ada.", "Hello."]
+    inputs = client.responses.input_items.list(answer.id, order="asc")
+    assert texts(inputs.data) == ["My name is Ada."]  # this request's input
+    for hidden in ("fc_wm3_0", "fco_wm4_0"):
+        with pytest.raises(openai.NotFoundError):
+            client.conversations.items.retrieve(hidden, conversation_id=conversation.id)
+    client.conversations.items.delete(idof(listed[0]), conversation_id=conversation.id)
+    remaining = list(client.conversations.items.list(conversation.id, order="asc"))
+    assert texts(remaining) == ["My name is Ada.", "Saved."]
 
 
 def test_update_and_delete_a_conversation(client: openai.OpenAI, api: httpx.Client) -> None:

@@ -7,6 +7,9 @@ Items are kept verbatim in the turns (`workingmem.formats.responses`); an item g
 id (a user's message, say) is listed with one that says where it is (``msg_wm12_0``: the
 turn's seq and its place in the turn), so that it can be retrieved, deleted and paged after.
 An item's own id is found by reading the thread back from its newest turn.
+
+Only what the client saw is listed: the gateway's own agent-memory rounds (its tools' calls and
+their results) are stored in the thread but are not the client's items (R30).
 """
 
 from __future__ import annotations
@@ -18,10 +21,18 @@ from typing import Any, Literal
 
 from ..errors import NotFoundError
 from ..formats.responses import OPEN_UNIT_READ, items_of, open_calls
+from ..placement import visible
 from ..stores.base import TurnStore, read_turns
 from ..types import Turn
 
-__all__ = ["ItemPage", "item_with_id", "list_items", "locate", "open_calls_before"]
+__all__ = [
+    "ItemPage",
+    "item_with_id",
+    "list_items",
+    "locate",
+    "open_calls_before",
+    "visible_turns",
+]
 
 Order = Literal["asc", "desc"]
 
@@ -73,13 +84,36 @@ def _items(turn: Turn) -> list[dict[str, Any]]:
     return [item_with_id(item, turn.seq, i) for i, item in enumerate(items_of(turn))]
 
 
+async def visible_turns(
+    store: TurnStore, *, tenant_id: str, thread_id: str, first: int, count: int
+) -> list[Turn]:
+    """The client-visible turns with seq in [first, first + count). A tool result is hidden
+    when its call is, so the read starts before `first` until it begins on a turn that is not
+    a result (a unit's first turn)."""
+    lead = 0
+    while True:
+        start = max(1, first - lead)
+        turns = await read_turns(
+            store,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            first=start,
+            count=first - start + count,
+        )
+        if start == 1 or not turns or turns[0].role != "tool":
+            break
+        lead = max(2 * lead, 8)
+    shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in turns)}
+    return [t for t in turns if t.seq is not None and t.seq >= first and t.seq in shown]
+
+
 async def _turns(
     store: TurnStore, tenant_id: str, thread_id: str, order: Order, first: int, last: int
 ) -> AsyncIterator[Turn]:
-    """The turns with seq in [first, last], in `order`, a page of the store at a time."""
+    """The client-visible turns with seq in [first, last], in `order`, a page at a time."""
     starts = range(first, last + 1, _PAGE)
     for start in starts if order == "asc" else reversed(starts):
-        page = await read_turns(
+        page = await visible_turns(
             store,
             tenant_id=tenant_id,
             thread_id=thread_id,
@@ -147,8 +181,8 @@ async def locate(
     if position is not None:
         seq, index = int(position[1]), int(position[2])
         if first <= seq <= last:
-            page = await store.list_turns(
-                tenant_id=tenant_id, thread_id=thread_id, after_seq=seq - 1, limit=1
+            page = await visible_turns(
+                store, tenant_id=tenant_id, thread_id=thread_id, first=seq, count=1
             )
             items = _items(page[0]) if page else []
             if index < len(items) and items[index]["id"] == item_id:
