@@ -88,9 +88,14 @@ def target(
                 return in_order(body)
             if label == RESPONSES:
                 return answerable(body)
-            if label in MESSAGES:
-                return transcript_in_order(body)
+            if label in MESSAGES:  # the body as `map_body` moves it (filters run first)
+                return transcript_in_order(within_rules(body))
             return True
+
+        @schema.hook
+        def map_body(context: HookContext, body: Any) -> Any:
+            label = context.operation.label if context.operation is not None else None
+            return within_rules(body) if label in MESSAGES else body
 
         yield Target(schema=schema, url=live.url, database_url=database_url)
 
@@ -154,6 +159,22 @@ def answerable(body: Any) -> bool:
             return last.get("role") != "assistant"
         return isinstance(kind, str) and kind.endswith("_output")
     return True
+
+
+def within_rules(body: Any) -> Any:
+    """A drawn Messages body moved within what its description asks and the schema allows
+    (a cap of at most 1,000 tokens, the user's message last), rather than drawn again until
+    it is: those bodies are costly to draw, and most draws miss one of the two."""
+    if not isinstance(body, dict):
+        return body
+    cap = body.get("max_tokens")
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 1_000:
+        body = {**body, "max_tokens": 1_000}
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        if messages[-1].get("role") != "user":
+            body = {**body, "messages": [*messages, {"role": "user", "content": "Go on."}]}
+    return body
 
 
 def transcript_in_order(body: Any) -> bool:
