@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any, TypedDict
@@ -88,3 +89,41 @@ def assert_in_provider_order(messages: list[dict[str, Any]]) -> None:
             assert not open_calls, f"calls without results: {open_calls}"
             open_calls = {call["id"] for call in message.get("tool_calls") or ()}
     assert not open_calls, f"calls without results: {open_calls}"
+
+
+def assert_valid_anthropic_request(body: dict[str, Any]) -> None:
+    """What Anthropic's Messages API accepts of a request: a model and a cap; the system
+    prompt apart; messages alternating from a user's to a user's, none empty, no empty text
+    block; each assistant message's ``tool_use`` blocks answered, each once, by the
+    ``tool_result`` blocks that open the next message, and a result only for such a call; with
+    thinking on, an assistant message whose calls the last message answers opens with its
+    thinking."""
+    assert isinstance(body.get("model"), str)
+    assert isinstance(body.get("max_tokens"), int)
+    assert body["max_tokens"] > 0
+    messages = body["messages"]
+    assert messages, "no messages"
+    roles = [m["role"] for m in messages]
+    assert roles[0] == "user", roles
+    assert roles[-1] == "user", roles
+    assert all(a != b for a, b in itertools.pairwise(roles)), f"roles do not alternate: {roles}"
+    open_calls: set[str] = set()
+    for message in messages:
+        content = message["content"]
+        assert content, "an empty message"
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        assert all(b["type"] != "text" or b["text"] for b in blocks), "an empty text block"
+        if message["role"] == "assistant":
+            assert not open_calls
+            open_calls = {b["id"] for b in blocks if b["type"] == "tool_use"}
+            continue
+        leading = list(itertools.takewhile(lambda b: b["type"] == "tool_result", blocks))
+        assert {b["tool_use_id"] for b in leading} == open_calls, "calls and results differ"
+        assert len(leading) == len(open_calls), "a call answered twice"
+        assert all(b["type"] != "tool_result" for b in blocks[len(leading) :])
+        open_calls = set()
+    thinking = (body.get("thinking") or {}).get("type") == "enabled"
+    last = messages[-1]["content"]
+    if thinking and isinstance(last, list) and last and last[0]["type"] == "tool_result":
+        opening = messages[-2]["content"][0]["type"]
+        assert opening in ("thinking", "redacted_thinking"), "the call's thinking is missing"

@@ -404,6 +404,11 @@ def test_serve_with_workers_hands_its_settings_to_the_workers_factory(
     settings = ServiceSettings.from_env()
     assert (settings.database_url, settings.upstream_timeout) == (db, 15.0)
     assert settings.upstream_base_url == "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-workers")
+    claude = ["serve", "--db", db, "--upstream-api", "anthropic", "--workers", "2"]
+    assert runner.invoke(app, claude).exit_code == 0
+    workers = ServiceSettings.from_env()  # a worker's key: Anthropic's, from its environment
+    assert (workers.upstream_api, workers.upstream_api_key) == ("anthropic", "sk-ant-workers")
 
 
 def test_serve_with_workers_refuses_the_local_model(
@@ -434,6 +439,13 @@ def test_serve_upstream_api_names_what_the_upstream_speaks(
     assert apps[-1].state.settings.upstream_api == "responses"
     runner.invoke(app, ["serve", "--db", db, *upstream])
     assert apps[-1].state.settings.upstream_api == "chat"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env")
+    claude = runner.invoke(app, ["serve", "--db", db, "--upstream-api", "anthropic"])
+    assert claude.exit_code == 0, claude.output
+    settings = apps[-1].state.settings
+    assert (settings.upstream_api, settings.upstream_api_key) == ("anthropic", "sk-ant-from-env")
+    assert settings.gateway.default_model.startswith("claude")  # not OpenAI's default
+    assert "Anthropic" in claude.output
     wrong = runner.invoke(app, ["serve", "--db", db, *upstream, "--upstream-api", "soap"])
     assert wrong.exit_code == 2
     assert "soap" in wrong.output

@@ -27,7 +27,15 @@ import workingmem
 
 PACKAGE = Path(workingmem.__file__).resolve().parent
 
-DRIVERS_AND_SDKS = ("sqlite3", "psycopg", "psycopg_pool", "openai", "httpx", "llama_cpp")
+DRIVERS_AND_SDKS = (
+    "sqlite3",
+    "psycopg",
+    "psycopg_pool",
+    "openai",
+    "anthropic",
+    "httpx",
+    "llama_cpp",
+)
 WEB_STACK = ("fastapi", "starlette", "uvicorn")
 CLI_STACK = ("typer", "rich")
 FRAMEWORKS = {
@@ -37,10 +45,11 @@ FRAMEWORKS = {
     "langgraph": "workingmem.integrations.langchain",
     "pydantic_ai": "workingmem.integrations.pydantic_ai",
     "llama_index": "workingmem.integrations.llama_index",
-    "anthropic": "workingmem.integrations.anthropic_memory",
+    "anthropic": "workingmem.integrations.anthropic_memory workingmem.llm.anthropic_client",
     "mcp": "workingmem.service.mcp",
 }
-"""Each agent framework and the one integration module that may import it."""
+"""Each agent framework (an SDK) and the modules that may import it: its integration (and,
+for an SDK that is also an upstream's, its LLM client), space-separated."""
 
 Imports = Mapping[str, tuple[tuple[str, int], ...]]
 """Module name -> what it imports (absolute names) and on which line."""
@@ -204,7 +213,7 @@ RULES = [
                 why=f"{framework} is an extra: only {home} may import it",
                 importers=("workingmem",),
                 forbidden=(framework,),
-                exempt=(home,),
+                exempt=tuple(home.split()),
             ),
             id=f"{framework}-only-in-its-integration",
         )

@@ -17,6 +17,7 @@ import workingmem as wm
 
 DEFERRED = (
     "openai",
+    "anthropic",
     "httpx",
     "fastapi",
     "starlette",

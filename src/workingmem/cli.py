@@ -343,7 +343,8 @@ def serve(
             metavar="URL",
             help="The OpenAI-compatible upstream's base URL (…/v1); default $OPENAI_BASE_URL "
             "(or OpenAI when only $OPENAI_API_KEY is set), else the local model on the CPU. "
-            "Its key comes from $OPENAI_API_KEY.",
+            "Its key comes from $OPENAI_API_KEY. With --upstream-api anthropic: default "
+            "$ANTHROPIC_BASE_URL, else Anthropic's API; the key from $ANTHROPIC_API_KEY.",
         ),
     ] = None,
     model: Annotated[
@@ -358,11 +359,12 @@ def serve(
     working_memory_schema: MemorySchemaOpt = None,
     working_memory_scope: MemoryScopeOpt = None,
     upstream_api: Annotated[
-        Literal["chat", "responses"],
+        Literal["chat", "responses", "anthropic"],
         typer.Option(
             metavar="API",
             help="What the upstream speaks: 'chat' (chat completions: vLLM, llama.cpp, Ollama, "
-            "OpenAI) or 'responses' (OpenAI's Responses API: reasoning items round-trip).",
+            "OpenAI), 'responses' (OpenAI's Responses API: reasoning items round-trip) or "
+            "'anthropic' (Anthropic's Messages API: thinking blocks round-trip).",
         ),
     ] = "chat",
     upstream_timeout: Annotated[
@@ -413,7 +415,9 @@ def serve(
     them through the database's leases.
 
     Example: OPENAI_API_KEY=sk-... workingmem serve --upstream https://api.openai.com/v1
+    (or ANTHROPIC_API_KEY=... workingmem serve --upstream-api anthropic)
     """
+    from .embedded import ANTHROPIC_GATEWAY_CONFIG, upstream_env
     from .service import ServiceSettings, create_app
     from .service.app import APP_FACTORY
     from .service.settings import SETTINGS_ENV
@@ -430,7 +434,7 @@ def serve(
             "(workingmem keys create --tenant NAME) or bind to 127.0.0.1."
         )
         raise typer.Exit(2)
-    defaults = GatewayConfig()
+    defaults = ANTHROPIC_GATEWAY_CONFIG if upstream_api == "anthropic" else GatewayConfig()
     config = GatewayConfig(
         default_model=model or defaults.default_model,
         cheap_model=cheap_model or model or defaults.cheap_model,
@@ -438,7 +442,7 @@ def serve(
     settings = ServiceSettings(
         database_url=db,
         upstream_base_url=upstream,
-        upstream_api_key=os.environ.get("OPENAI_API_KEY") or None,
+        upstream_api_key=upstream_env(upstream_api)[1],
         upstream_api=upstream_api,
         upstream_timeout=upstream_timeout,
         upstream_max_retries=upstream_retries,
@@ -453,9 +457,11 @@ def serve(
             "No API keys in the database: serving the single local tenant 'local', on loopback "
             "only. Create a key with 'workingmem keys create --tenant NAME' to serve tenants."
         )
-    if upstream or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
-        where = upstream or os.environ.get("OPENAI_BASE_URL") or "OpenAI"
-        console.print(f"Upstream: {escape(where)}.")
+    env_url, env_key = upstream_env(upstream_api)
+    if upstream_api == "anthropic":
+        console.print(f"Upstream: {escape(upstream or env_url or 'Anthropic')} (Messages API).")
+    elif upstream or env_url or env_key:
+        console.print(f"Upstream: {escape(upstream or env_url or 'OpenAI')}.")
     else:
         if workers > 1:
             errors.print(

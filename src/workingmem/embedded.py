@@ -23,18 +23,40 @@ from typing import Literal
 
 from .config import WorkingMemoryConfig
 from .gateway_config import GatewayConfig
-from .llm import LLMClient, OpenAIClient, OpenAIResponsesClient
+from .llm import AnthropicClient, LLMClient, OpenAIClient, OpenAIResponsesClient
 from .llm._weights import INSTALL_COMMAND, LOCAL_MODEL
 from .prompts import SMALL_MODEL_MEMORY_WORKING, PromptKind, PromptTemplates
 from .types import ModelInfo
 
 __all__ = [
+    "ANTHROPIC_GATEWAY_CONFIG",
     "LOCAL_GATEWAY_CONFIG",
     "Upstream",
+    "UpstreamApi",
     "choose_upstream",
     "default_gateway_config",
     "local_templates",
+    "upstream_env",
 ]
+
+UpstreamApi = Literal["chat", "responses", "anthropic"]
+"""What an upstream speaks: chat completions, OpenAI's Responses API, Anthropic's Messages."""
+
+ANTHROPIC_GATEWAY_CONFIG = GatewayConfig(
+    default_model="claude-sonnet-4-5", cheap_model="claude-haiku-4-5"
+)
+"""The models an Anthropic upstream answers with when none is named."""
+
+
+def upstream_env(api: str = "chat") -> tuple[str | None, str | None]:
+    """The upstream's base URL and key in the environment, as its SDK reads them:
+    ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` for Anthropic, ``OPENAI_*`` otherwise."""
+    vendor = "ANTHROPIC" if api == "anthropic" else "OPENAI"
+    return (
+        os.environ.get(f"{vendor}_BASE_URL") or None,
+        os.environ.get(f"{vendor}_API_KEY") or None,
+    )
+
 
 LOCAL_CONTEXT_WINDOW = 6_000
 """What the gateway plans with: below the model's 8,192-token context, because its tokens are
@@ -86,11 +108,11 @@ class Upstream:
             await close()
 
 
-def _configured(base_url: str | None, api_key: str | None) -> tuple[str | None, str | None]:
-    return (
-        base_url or os.environ.get("OPENAI_BASE_URL") or None,
-        api_key or os.environ.get("OPENAI_API_KEY") or None,
-    )
+def _configured(
+    base_url: str | None, api_key: str | None, api: str = "chat"
+) -> tuple[str | None, str | None]:
+    env_url, env_key = upstream_env(api)
+    return base_url or env_url, api_key or env_key
 
 
 def default_gateway_config(
@@ -112,17 +134,29 @@ def choose_upstream(
     timeout: float = 60.0,
     max_retries: int = 2,
     http: Literal["httpx", "aiohttp"] = "httpx",
-    api: Literal["chat", "responses"] = "chat",
+    api: UpstreamApi = "chat",
 ) -> Upstream:
     """A configured OpenAI-compatible upstream, else the local model.
 
     `api`: what the configured upstream speaks, chat completions or the Responses API
-    (`OpenAIResponsesClient`).
+    (`OpenAIResponsesClient`); ``anthropic`` is Anthropic's Messages API (`AnthropicClient`:
+    ``ANTHROPIC_API_KEY``, its API unless a base URL is given), never the local model.
 
     Configured means a base URL or an API key, given here or in ``OPENAI_BASE_URL`` /
     ``OPENAI_API_KEY``. Without either, the local model; when its extra or weights are missing,
     `LocalModelUnavailableError` (or ImportError) says what to install.
     """
+    if api == "anthropic":
+        anthropic = AnthropicClient(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
+        )
+        return Upstream(
+            client=anthropic,
+            description=f"the Anthropic upstream at {anthropic.base_url}",
+            config=config or ANTHROPIC_GATEWAY_CONFIG,
+            templates=None,
+            local=False,
+        )
     base_url, api_key = _configured(base_url, api_key)
     if base_url or api_key:
         kind = OpenAIResponsesClient if api == "responses" else OpenAIClient

@@ -39,7 +39,7 @@ from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .conversations import extends, find_conversation
 from .errors import ConflictError, ValidationError
-from .formats.responses import ORIGINAL_KEY
+from .formats import ORIGINAL_KEY
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .leases import keep_renewed
 from .llm import (
@@ -49,6 +49,7 @@ from .llm import (
     GuardedClient,
     LLMClient,
     LLMError,
+    NativeEvent,
     StreamEnd,
     TextDelta,
     Usage,
@@ -201,9 +202,11 @@ class AnswerStream:
 
     The answer is stored once the stream ends; a consumer that stops early (a client that
     disconnected) leaves the thread as it was before the answer: no half answer is stored.
+    Iterating it gives the text; `events` also gives the upstream's own events that text
+    cannot carry (`NativeEvent`: a thinking block), for a client that speaks its API.
     """
 
-    def __init__(self, chunks: AsyncGenerator[str, None]) -> None:
+    def __init__(self, chunks: AsyncGenerator[str | NativeEvent, None]) -> None:
         self._chunks = chunks
         self.result: AskResult | None = None
         self.thread_id: str | None = None
@@ -211,6 +214,16 @@ class AnswerStream:
         an id has one only then)."""
 
     def __aiter__(self) -> AsyncIterator[str]:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            piece = await anext(self._chunks)
+            if isinstance(piece, str):
+                return piece
+
+    def events(self) -> AsyncIterator[str | NativeEvent]:
+        """The text and the upstream's `NativeEvent`, in the order they came."""
         return self._chunks
 
     async def aclose(self) -> None:
@@ -404,7 +417,7 @@ class Gateway:
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
-        async def chunks() -> AsyncGenerator[str, None]:
+        async def chunks() -> AsyncGenerator[str | NativeEvent, None]:
             request = self._checked_request(message, messages, tools)
             plan = self.plan(
                 profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens
@@ -619,7 +632,7 @@ class Gateway:
             return []
         return agent.openai_tools()
 
-    async def _answer(self, run: _Run, *, stream: bool) -> AsyncGenerator[str, None]:
+    async def _answer(self, run: _Run, *, stream: bool) -> AsyncGenerator[str | NativeEvent, None]:
         """The rounds of one answer: model call, working-memory tools, until a text answer or
         a call of the client's tools."""
         limit = self.config.max_tool_rounds
@@ -659,7 +672,9 @@ class Gateway:
                 user_id=run.user_id,
             )
             reserve = plan.output_reserve_tokens
-            sent = await self._upstream_messages(run, context)
+            sent: Sequence[MessageIn] = context.messages
+            if run.passthrough is None:
+                sent = await self._upstream_messages(run.tenant_id, run.thread_id, context)
             if stream:
                 completion: Completion | None = None
                 events = self.llm.stream(
@@ -674,6 +689,8 @@ class Gateway:
                     async for event in events:
                         if isinstance(event, TextDelta):
                             yield event.text
+                        elif isinstance(event, NativeEvent):
+                            yield event
                         elif isinstance(event, StreamEnd):
                             completion = event.completion
                 assert completion is not None, "a stream ends with StreamEnd"
@@ -698,29 +715,31 @@ class Gateway:
                 rounds = await self._run_tools(run, ours, text=text)
                 run.turns += rounds
                 if run.passthrough is not None:  # the next round reads this one too
-                    run.passthrough.extend(dict(turn.to_message()) for turn in rounds)
+                    run.passthrough.extend(self._as_sent(turn) for turn in rounds)
                 if not run.client_calls:
                     continue
             run.answer = completion.text
             return
 
-    async def _upstream_messages(self, run: _Run, context: AssembledContext) -> Sequence[MessageIn]:
+    async def _upstream_messages(
+        self, tenant_id: str, thread_id: str, context: AssembledContext
+    ) -> Sequence[MessageIn]:
         """The request's messages as the upstream takes them: for a client that speaks the
         format a window's turns were stored in (`native_format`: a Responses upstream), each
-        such message carries its turn as stored (`formats.responses.ORIGINAL_KEY`), so that
+        such message carries its turn as stored (`formats.ORIGINAL_KEY`), so that
         what the chat view cannot say (a reasoning item's encrypted content) goes back too."""
         native = getattr(self.llm.client, "native_format", None)
         loaded = context.loaded
         history = context.messages[1:]
-        if native is None or run.passthrough is not None or loaded is None or not history:
+        if native is None or loaded is None or not history:
             return context.messages
         seqs = loaded.seqs[len(loaded.seqs) - len(history) :] if loaded.seqs else ()
         if len(seqs) != len(history):
             return context.messages
         window = await read_turns(
             self.store,
-            tenant_id=run.tenant_id,
-            thread_id=run.thread_id,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
             first=seqs[0],
             count=len(seqs),
         )
@@ -731,6 +750,26 @@ class Gateway:
             original = turn.in_format(native) if turn is not None else None
             sent.append({**message, ORIGINAL_KEY: original} if original else message)
         return sent
+
+    def _as_sent(self, turn: Turn) -> dict[str, Any]:
+        """A stored turn as a message to the upstream: its chat view, with the turn as stored
+        for a client that speaks its format (see `_upstream_messages`)."""
+        message = dict(turn.to_message())
+        native = getattr(self.llm.client, "native_format", None)
+        original = turn.in_format(native) if native is not None else None
+        return {**message, ORIGINAL_KEY: original} if original else message
+
+    def _answer_item(
+        self, completion: Completion | None, calls: Sequence[dict[str, Any]], *, text: bool
+    ) -> NativeItem | None:
+        """The upstream's answer in its own format, when its client keeps one (`answer_item`:
+        an Anthropic upstream's thinking blocks, which must go back with the calls they made),
+        restricted to `calls` and, unless `text`, without its text."""
+        keep = getattr(self.llm.client, "answer_item", None)
+        if keep is None or completion is None:
+            return None
+        item: NativeItem | None = keep(completion, calls={str(c["id"]) for c in calls}, text=text)
+        return item
 
     async def _run_tools(
         self, run: _Run, calls: Sequence[dict[str, Any]], *, text: str
@@ -750,7 +789,12 @@ class Gateway:
                 user_id=run.user_id,
             )
             results.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-        assistant: Message = {"role": "assistant", "content": text or None, "tool_calls": calls}
+        assistant: Message | NativeItem = {
+            "role": "assistant",
+            "content": text or None,
+            "tool_calls": calls,
+        }
+        assistant = self._answer_item(run.completion, calls, text=bool(text)) or assistant
         return await self._store_output(run, [assistant, *results], from_model=True)
 
     async def _store_output(
@@ -857,12 +901,15 @@ class Gateway:
         model: str | None = None,
         tools: Sequence[dict[str, Any]] | None = None,
         session: str | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> int:
         """The input tokens of the request `ask` would send for these messages now: the
         thread's memory with the request's new turns after it, the system prompt, the tools
-        (the gateway's own too). Nothing is stored and no model is called. Counted with the
-        model's tokenizer (an estimate, 4 characters a token, for a model it does not know);
-        a request that edits the thread is counted as if it extended it."""
+        (the gateway's own too). Nothing is stored and no model answers. Counted by the
+        upstream when its client can count (`count_tokens`: an Anthropic upstream, with
+        `options` such as ``thinking``), else with the model's tokenizer (an estimate, 4
+        characters a token, for a model it does not know); a request that edits the thread
+        is counted as if it extended it."""
         request = _request_turns(None, messages)
         client_tools = check_client_tools(list(tools) if tools is not None else None)
         plan = self.plan(profile, model=model, system_prompt=system_prompt)
@@ -897,6 +944,18 @@ class Gateway:
             output_reserve_tokens=plan.output_reserve_tokens,
             tools=[*self._tools(user_id), *client_tools],
         )
+        counter = getattr(self.llm.client, "count_tokens", None)
+        if counter is not None:
+            native = getattr(self.llm.client, "native_format", None)
+            sent = await self._upstream_messages(tenant_id, thread_id, context)
+            items = request.items[len(request.items) - len(request.views) + placed.start :]
+            counted: int = await counter(
+                model=plan.model.id,
+                messages=[*sent, *(_as_upstream_message(item, native) for item in items)],
+                tools=[*self._tools(user_id), *client_tools] or None,
+                options=options,
+            )
+            return counted
         new = sum(tokenizer.count_message(m) for m in request.views[placed.start :])
         return context.tokens + new + context.parts["tools"]
 
@@ -1052,6 +1111,16 @@ class _Request:
     views: list[Message]
     tools: list[dict[str, Any]] = field(default_factory=list)
     """The client's own tools."""
+
+
+def _as_upstream_message(item: MessageIn | NativeItem, native: str | None) -> MessageIn:
+    """A request's turn as a message to an upstream: a native item's view, carrying the item
+    (`formats.ORIGINAL_KEY`) for a client that speaks its format (`native`)."""
+    if not isinstance(item, NativeItem):
+        return item
+    if item.format == native:
+        return {**item.message, ORIGINAL_KEY: item.item}
+    return item.message
 
 
 def _request_turns(

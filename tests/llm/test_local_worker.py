@@ -33,13 +33,21 @@ class Dispatches:
         self.pids: list[int] = []
         self.next_action: Callable[[int], object] | None = None
         self._seen = threading.Semaphore(0)
+        self._gate: threading.Event | None = None
+
+    def hold_next(self, gate: threading.Event) -> None:
+        """The next generation is seen (`wait` returns), then held until `gate` is set."""
+        self._gate = gate
 
     def __call__(self, pid: int) -> None:  # on the client's driver thread
         self.pids.append(pid)
         action, self.next_action = self.next_action, None
+        gate, self._gate = self._gate, None
         if action is not None:
             action(pid)
         self._seen.release()
+        if gate is not None:
+            gate.wait(30)
 
     async def wait(self) -> int:
         """The pid of the next generation handed to the worker."""
@@ -141,7 +149,7 @@ async def test_queued_calls_run_foreground_first(
 ) -> None:
     await client.load()
     gate = threading.Event()
-    dispatches.next_action = lambda _pid: gate.wait(30)  # hold the driver on the first call
+    dispatches.hold_next(gate)  # the driver is held on the first call until both are queued
     finished: list[str] = []
 
     async def call(name: str, meta: CallMeta) -> None:

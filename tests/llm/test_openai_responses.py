@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from workingmem.formats.responses import ORIGINAL_KEY
+from workingmem.formats import ORIGINAL_KEY
 from workingmem.llm import (
     CallKind,
     CallMeta,

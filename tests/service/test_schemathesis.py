@@ -171,9 +171,9 @@ def within_rules(body: Any) -> Any:
     if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 1_000:
         body = {**body, "max_tokens": 1_000}
     messages = body.get("messages")
-    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
-        if messages[-1].get("role") != "user":
-            body = {**body, "messages": [*messages, {"role": "user", "content": "Go on."}]}
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if isinstance(last, dict) and last.get("role") != "user":
+        body = {**body, "messages": [*messages, {"role": "user", "content": "Go on."}]}
     return body
 
 

@@ -80,7 +80,7 @@ def test_settings_that_cannot_cross_say_why() -> None:
         ServiceSettings.from_json('{"database_url": null}')
     assert caught.value.field == SETTINGS_ENV
     with pytest.raises(wm.ValidationError) as unknown:
-        ServiceSettings(upstream_api="anthropic")  # type: ignore[arg-type]
+        ServiceSettings(upstream_api="soap")  # type: ignore[arg-type]
     assert unknown.value.field == "upstream_api"
     with pytest.raises(wm.ValidationError) as caught:
         ServiceSettings.from_json('{"gateway": {"default_model": ""}, "profiles": []}')

@@ -20,7 +20,7 @@ travel in the blocks, not in the token count.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ValidationError
@@ -28,10 +28,13 @@ from ..types import Message, NativeItem, Turn
 
 __all__ = [
     "FORMAT",
+    "answer_item",
     "answer_turn",
+    "answer_view",
     "blocks_of",
     "chat_options",
     "chat_tools",
+    "joined",
     "message_of",
     "messages_of",
     "stop_reason",
@@ -52,7 +55,8 @@ def turns_of(messages: Sequence[Mapping[str, Any]]) -> list[NativeItem]:
         role = message.get("role")
         content = message.get("content")
         if role == "assistant":
-            turns.append(NativeItem(FORMAT, {"role": role, "content": content}, _answer(content)))
+            item = {"role": role, "content": content}
+            turns.append(NativeItem(FORMAT, item, answer_view(content)))
         elif role == "user":
             turns += _user_turns(content)
         else:
@@ -63,17 +67,24 @@ def turns_of(messages: Sequence[Mapping[str, Any]]) -> list[NativeItem]:
 def messages_of(turns: Sequence[Turn]) -> list[dict[str, Any]]:
     """The turns as Anthropic messages: each as it was given (a turn written in another
     format as the blocks that say the same), consecutive turns of one role in one message."""
-    messages: list[dict[str, Any]] = []
-    for turn in turns:
-        original = turn.in_format(FORMAT)
-        message = dict(original) if original is not None else message_of(turn.to_message())
-        if messages and messages[-1]["role"] == message["role"]:
-            messages[-1]["content"] = blocks_of(messages[-1]["content"]) + blocks_of(
-                message["content"]
-            )
+    return joined(_message(turn) for turn in turns)
+
+
+def _message(turn: Turn) -> dict[str, Any]:
+    original = turn.in_format(FORMAT)
+    return dict(original) if original is not None else message_of(turn.to_message())
+
+
+def joined(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive messages of one role as one message, their blocks in order: as Anthropic
+    itself reads them, and as its strictest validators want them."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if out and out[-1]["role"] == message["role"]:
+            out[-1]["content"] = blocks_of(out[-1]["content"]) + blocks_of(message["content"])
         else:
-            messages.append(message)
-    return messages
+            out.append(dict(message))
+    return out
 
 
 def blocks_of(content: object) -> list[dict[str, Any]]:
@@ -156,7 +167,8 @@ def _tool_view(block: Mapping[str, Any]) -> Message:
     return {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text}
 
 
-def _answer(content: object) -> Message:
+def answer_view(content: object) -> Message:
+    """An assistant message's chat view: its text, its ``tool_use`` blocks as tool calls."""
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
     texts: list[str] = []
@@ -257,7 +269,23 @@ def _parts_text(content: object) -> str:
 def answer_turn(answer: Message) -> NativeItem:
     """The turn a thread stores for an answer a chat upstream gave: its blocks, its view."""
     item = message_of(answer)
-    return NativeItem(FORMAT, item, _answer(item["content"]))
+    return NativeItem(FORMAT, item, answer_view(item["content"]))
+
+
+def answer_item(message: object, *, calls: Collection[str], text: bool = True) -> NativeItem | None:
+    """The turn a thread stores for an answer an Anthropic upstream gave (its Message's JSON):
+    the blocks verbatim (thinking and its signature), of its ``tool_use`` blocks only those of
+    `calls`, its text blocks only when `text`. None when `message` is no Message."""
+    if not isinstance(message, Mapping) or message.get("type") != "message":
+        return None
+    blocks = [
+        dict(block)
+        for block in message.get("content") or ()
+        if isinstance(block, Mapping)
+        and (block.get("type") != "tool_use" or block.get("id") in calls)
+        and (text or block.get("type") != "text")
+    ]
+    return NativeItem(FORMAT, {"role": "assistant", "content": blocks}, answer_view(blocks))
 
 
 def stop_reason(finish_reason: str | None, *, calls: bool) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
+from . import ORIGINAL_KEY
 
 __all__ = [
     "FORMAT",
@@ -38,11 +39,6 @@ __all__ = [
 FORMAT = "openai.responses"
 _USER_ROLES = ("user", "system", "developer")
 _USER_SIDE_TYPES = ("mcp_approval_response", "item_reference")
-
-ORIGINAL_KEY = "workingmem_items"
-"""A window's message sent to an upstream that speaks Responses carries its turn's items under
-this key (the turn as stored: a reasoning item's ``encrypted_content`` included), so that the
-client sends them instead of the items the chat view would make. Only such a client sees it."""
 
 OPEN_UNIT_READ = 130
 """How many of a thread's newest turns hold its newest unit, whatever it is: an assistant turn

@@ -1,4 +1,4 @@
-"""The LLM client: protocol, OpenAI-compatible implementation, usage guard and trace.
+"""The LLM client: protocol, OpenAI-compatible and Anthropic implementations, usage guard, trace.
 
     from workingmem.llm import CallKind, CallMeta, GuardedClient, OpenAIClient, TokenBudgetGuard
 
@@ -15,12 +15,14 @@
 """
 
 from ._weights import INSTALL_COMMAND, LOCAL_MODEL, LocalModelUnavailableError, local_model_path
+from .anthropic_client import AnthropicClient
 from .base import (
     CallKind,
     CallMeta,
     Completion,
     LLMClient,
     LLMError,
+    NativeEvent,
     StreamEnd,
     StreamEvent,
     StreamingLLMClient,
@@ -39,6 +41,7 @@ __all__ = [
     "LOCAL_MODEL",
     "LOCAL_MODEL_CONTEXT",
     "AllowAllGuard",
+    "AnthropicClient",
     "CallKind",
     "CallMeta",
     "CallRecord",
@@ -49,6 +52,7 @@ __all__ = [
     "LLMTracer",
     "LocalModelClient",
     "LocalModelUnavailableError",
+    "NativeEvent",
     "OpenAIClient",
     "OpenAIResponsesClient",
     "StreamEnd",

@@ -35,6 +35,7 @@ __all__ = [
     "Completion",
     "LLMClient",
     "LLMError",
+    "NativeEvent",
     "StreamEnd",
     "StreamEvent",
     "StreamingLLMClient",
@@ -175,8 +176,21 @@ class StreamEnd:
     the usage of the upstream's usage chunk (zeros when it sent none), finish reason, model."""
 
 
-StreamEvent: TypeAlias = TextDelta | StreamEnd
-"""What a stream yields: any number of `TextDelta`, then exactly one `StreamEnd`."""
+@dataclass(frozen=True, slots=True)
+class NativeEvent:
+    """An upstream's own stream event that a `TextDelta` cannot carry (a thinking block's
+    start, deltas and stop), for a client that speaks the upstream's `format` to pass on;
+    every other consumer skips it."""
+
+    format: str
+    """The API whose event it is (``anthropic.messages``)."""
+    event: dict[str, Any]
+    """The event's JSON, as the upstream sent it."""
+
+
+StreamEvent: TypeAlias = TextDelta | NativeEvent | StreamEnd
+"""What a stream yields: any number of `TextDelta` (and `NativeEvent`), then exactly one
+`StreamEnd`."""
 
 
 @runtime_checkable

@@ -50,7 +50,31 @@ _json_decode = msgspec.json.Decoder().decode
 """What reading a well-parsed answer of the wrong shape raises: the SDK does not validate."""
 
 
-class OpenAIClient:
+class SdkClient:
+    """The life cycle of a client over a vendor's SDK client (``_client``): closed with it
+    unless the host passed its own (``_owns_client`` False)."""
+
+    _client: Any
+    _owns_client: bool
+
+    async def aclose(self) -> None:
+        """Closes the SDK client's connections, unless the host passed its own client."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class OpenAIClient(SdkClient):
     """An `LLMClient` over ``openai.AsyncOpenAI`` (chat completions).
 
     Args:
@@ -67,6 +91,8 @@ class OpenAIClient:
             ``openai[aiohttp]`` extra: less CPU per request under load; `workingmem serve`
             takes it when installed). Not used with `client`.
     """
+
+    _client: openai.AsyncOpenAI
 
     def __init__(
         self,
@@ -289,22 +315,6 @@ class OpenAIClient:
             fields["extra_body"] = dict(options)
         return fields
 
-    async def aclose(self) -> None:
-        """Closes the SDK client's connections, unless the host passed its own client."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
 
 def _decode(content: bytes) -> Any:
     try:
@@ -441,10 +451,14 @@ class _StreamedAnswer:
         )
 
 
-def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
+def _llm_error(exc: Exception, *, midstream: bool = False, sdk: Any = None) -> LLMError:
     """The SDK's failure as an `LLMError`: status, retryability and a short message, with
-    every secret the upstream quoted redacted, marked as the upstream's."""
+    every secret the upstream quoted redacted, marked as the upstream's. `sdk`: the SDK module
+    whose errors these are (``openai`` by default; ``anthropic``'s tree has the same shape)."""
     import openai
+
+    if sdk is not None:
+        openai = sdk
 
     status: int | None = None
     retryable = True
@@ -453,7 +467,7 @@ def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
         message = "the upstream timed out"
     elif isinstance(exc, openai.APIConnectionError):
         where = "the upstream's stream broke off" if midstream else "could not reach the upstream"
-        message = f"{where}: {_cause(exc)}"
+        message = f"{where}: {_cause(exc, sdk=openai)}"
     elif isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         message = _error_message(exc)
@@ -467,7 +481,7 @@ def _llm_error(exc: Exception, *, midstream: bool = False) -> LLMError:
             message = f"the upstream's answer is unreadable: {_short(exc.message)}"
     else:
         retryable = False
-        message = f"the upstream's answer is unreadable: {_cause(exc)}"
+        message = f"the upstream's answer is unreadable: {_cause(exc, sdk=openai)}"
     return LLMError(
         redact(message),
         status_code=status,
@@ -503,11 +517,11 @@ def _error_message(exc: openai.APIStatusError) -> str:
     return _short(exc.message)
 
 
-def _cause(exc: BaseException) -> str:
+def _cause(exc: BaseException, *, sdk: Any = None) -> str:
     """The root of a failure in a few words: ``RemoteProtocolError: Server disconnected``."""
     import openai
 
-    cause = exc.__cause__ if isinstance(exc, openai.APIError) else exc
+    cause = exc.__cause__ if isinstance(exc, (sdk or openai).APIError) else exc
     if cause is None:
         return _short(str(exc))
     return _short(f"{type(cause).__name__}: {cause}")

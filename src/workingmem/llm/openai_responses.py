@@ -5,7 +5,7 @@
 
 The gateway works in chat messages; this client sends them as a Responses request: system
 messages as ``instructions``, every other message as the items it was stored as when the
-gateway attached them (`workingmem.formats.responses.ORIGINAL_KEY`: a reasoning item and its
+gateway attached them (`workingmem.formats.ORIGINAL_KEY`: a reasoning item and its
 ``encrypted_content`` go back as they came), else as the items its chat view makes. The
 request is ``store: false`` with ``include: ["reasoning.encrypted_content"]``: the gateway is
 the store, the upstream keeps nothing. The answer's ``output`` is in `Completion.raw`, whole,
@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..formats.responses import FORMAT, ORIGINAL_KEY, items_of_message
+from ..formats import ORIGINAL_KEY
+from ..formats.responses import FORMAT, items_of_message
 from ..types import MessageIn
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
 from .openai_client import _SHAPE_ERRORS, OpenAIClient, _short

@@ -12,9 +12,12 @@
 It speaks ``POST /v1/chat/completions`` (plain JSON or, for ``"stream": true``, server-sent
 events in the OpenAI chunk format, with the usage chunk when ``stream_options.include_usage``),
 ``POST /v1/responses`` (a Response object, or its events when streamed; a `Reply`'s
-``reasoning`` is a reasoning item with that encrypted content before the answer) and
-``GET /v1/models``. A responder reads each request's JSON as it came (``messages`` for a chat
-completion, ``input`` for a response). Each request takes the next queued response; with the
+``reasoning`` is a reasoning item with that encrypted content before the answer),
+``POST /v1/messages`` (Anthropic's Message or its events, errors in Anthropic's shape; a
+`Reply`'s ``thinking`` is a signed thinking block before the answer), its
+``/v1/messages/count_tokens`` (`count_of`, not scripted) and ``GET /v1/models``.
+A responder reads each request's JSON as it came (``messages`` for a chat completion or a
+message, ``input`` for a response). Each request takes the next queued response; with the
 queue empty it asks the default responder, which echoes the last user message. Responses:
 `Reply` (text and/or tool calls, with usage), `RawBody`, `StatusError` (an OpenAI error body,
 optionally ``Retry-After``), `Delay` (answer late, to trigger client timeouts) and `Drop`
@@ -42,6 +45,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, TypeAlias
 
+from . import _scripted_anthropic as anthropic_wire
+
 __all__ = [
     "Delay",
     "Drop",
@@ -52,8 +57,11 @@ __all__ = [
     "ScriptedUpstream",
     "StatusError",
     "echo",
+    "signature_of",
     "tool_call",
 ]
+
+signature_of = anthropic_wire.signature_of
 
 DEFAULT_MODEL = "scripted-model"
 
@@ -89,6 +97,9 @@ class Reply:
     reasoning: str | None = None
     """Answering ``/v1/responses``: a reasoning item with this ``encrypted_content`` comes
     first in the output (ignored by chat completions)."""
+    thinking: str | None = None
+    """Answering ``/v1/messages``: a thinking block with this text and a signature
+    (`signature_of`) comes first in the content (ignored by the OpenAI APIs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,11 +296,14 @@ class ScriptedUpstream:
 
     def _take(self, request: dict[str, Any], headers: dict[str, str]) -> ScriptedResponse:
         with self._lock:
-            self._requests.append(request)
-            self._headers.append(headers)
+            self._record(request, headers)
             if self._queue:
                 return self._queue.popleft()
         return _as_response(self.responder(request))
+
+    def _record(self, request: dict[str, Any], headers: dict[str, str]) -> None:
+        self._requests.append(request)
+        self._headers.append(headers)
 
     def _wait(self, seconds: float) -> bool:
         """Sleeps up to `seconds`; False when the server is closing meanwhile."""
@@ -326,7 +340,12 @@ class _Handler(BaseHTTPRequestHandler):
         upstream = self.server.upstream
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/v1/responses"):
+        if self.path.rstrip("/") not in (
+            "/v1/chat/completions",
+            "/v1/responses",
+            _MESSAGES,
+            _COUNT,
+        ):
             self._send_error(StatusError(404, f"no route POST {self.path}"))
             return
         try:
@@ -337,8 +356,13 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(request, dict):
             self._send_error(StatusError(400, "the request body is not a JSON object"))
             return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        if self.path.rstrip("/") == _COUNT:  # counted, not answered: the script is not used
+            with upstream._lock:
+                upstream._record(request, headers)
+            self._send_json(200, {"input_tokens": anthropic_wire.count_of(request)})
+            return
         try:
-            headers = {name.lower(): value for name, value in self.headers.items()}
             response = upstream._take(request, headers)
         except Exception as exc:  # a responder's bug: tell the client, keep serving
             self._send_error(StatusError(500, f"the responder failed: {exc!r}"))
@@ -361,6 +385,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(response.status, body, response.content_type, response.headers)
         elif isinstance(response, StatusError):
             self._send_error(response)
+        elif self.path.rstrip("/") == _MESSAGES:
+            message = anthropic_wire.message_body(response, request, next(upstream._ids))
+            if request.get("stream"):
+                self._send_events(response, anthropic_wire.message_events(response, message))
+            else:
+                self._send_json(200, message)
         elif self.path.rstrip("/") == "/v1/responses":
             answer = _response_body(response, request, next(upstream._ids))
             if request.get("stream"):
@@ -411,14 +441,17 @@ class _Handler(BaseHTTPRequestHandler):
         if error.retry_after is not None:
             headers.setdefault("retry-after-ms", str(max(0, round(error.retry_after * 1000))))
             headers.setdefault("Retry-After", str(max(0, math.ceil(error.retry_after))))
-        body = {
+        message = error.message or f"scripted status {error.status}"
+        body: dict[str, Any] = {
             "error": {
-                "message": error.message or f"scripted status {error.status}",
+                "message": message,
                 "type": error.type or _ERROR_TYPES.get(error.status, "invalid_request_error"),
                 "param": None,
                 "code": error.code,
             }
         }
+        if self.path.rstrip("/") == _MESSAGES:
+            body = anthropic_wire.error_body(error.status, message, error.type)
         self._send(error.status, json.dumps(body).encode(), "application/json", headers)
 
     def _send_json(self, status: int, body: object) -> None:
@@ -436,6 +469,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         self.wfile.flush()
 
+
+_MESSAGES = "/v1/messages"
+_COUNT = "/v1/messages/count_tokens"
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

@@ -4,11 +4,13 @@
     return StreamingResponse(message_events(stream, first, ...), ...)
 
 The order the `anthropic` SDK's stream helpers read: ``message_start`` (the message, no
-content yet), a ``ping``, the text block (``content_block_start``, a ``text_delta`` per piece,
-``content_block_stop``), each ``tool_use`` block (its start, its input as one
-``input_json_delta``, its stop), ``message_delta`` (the stop reason and the usage), then
-``message_stop``. A failure once the stream has begun is an ``error`` event, and nothing is
-stored; a client that disconnects closes the answer, and nothing is stored either.
+content yet), a ``ping``, the blocks numbered from 0 as they come (an Anthropic upstream's
+thinking block with its ``thinking_delta`` and ``signature_delta`` events as it sent them; the
+text block, a ``text_delta`` per piece), then the answer's other blocks whole (each
+``tool_use`` with its input as one ``input_json_delta``), ``message_delta`` (the stop reason
+and the usage), then ``message_stop``. A failure once the stream has begun is an ``error``
+event, and nothing is stored; a client that disconnects closes the answer, and nothing is
+stored either.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats.anthropic import FORMAT
 from ..gateway import AnswerStream
+from ..llm import NativeEvent
 from .errors import anthropic_error_body
 from .metrics import Metrics
 from .sse import Finish, named_event, stream_failure
@@ -35,7 +39,7 @@ class MessageInfo:
 
 async def message_events(
     stream: AnswerStream,
-    first: str | None,
+    first: str | NativeEvent | None,
     info: MessageInfo,
     *,
     finish: Finish,
@@ -55,18 +59,14 @@ async def message_events(
     async with aclosing(stream):
         yield named_event({"type": "message_start", "message": started})
         yield named_event({"type": "ping"})
-        opened = False
+        blocks = _Blocks()
         try:
             if first is not None:
-                opened = True
-                block = {"type": "text", "text": ""}
-                yield named_event(
-                    {"type": "content_block_start", "index": 0, "content_block": block}
-                )
-                for text in (first,):
-                    yield _delta(0, text)
-                async for text in stream:
-                    yield _delta(0, text)
+                for event in blocks.add(first):
+                    yield event
+                async for piece in stream.events():
+                    for event in blocks.add(piece):
+                        yield event
             result = stream.result
             assert result is not None, "a stream that ended has its result"
             message = await finish(result)
@@ -74,40 +74,8 @@ async def message_events(
             yield named_event(anthropic_error_body(stream_failure(exc)))
             return
         metrics.observe_answer(result.usage)
-        blocks: list[dict[str, Any]] = message["content"]
-        index = 0
-        if opened:
-            yield named_event({"type": "content_block_stop", "index": 0})
-            index = 1
-        for block in blocks:
-            if block.get("type") == "text":
-                if opened:
-                    continue  # streamed above
-                empty: dict[str, Any] = {"type": "text", "text": ""}
-                yield named_event(
-                    {"type": "content_block_start", "index": index, "content_block": empty}
-                )
-                if block.get("text"):
-                    yield _delta(index, str(block["text"]))
-            elif block.get("type") == "tool_use":
-                start: dict[str, Any] = {**block, "input": {}}
-                yield named_event(
-                    {"type": "content_block_start", "index": index, "content_block": start}
-                )
-                partial = json.dumps(block.get("input", {}), ensure_ascii=False)
-                yield named_event(
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": partial},
-                    }
-                )
-            else:
-                yield named_event(
-                    {"type": "content_block_start", "index": index, "content_block": block}
-                )
-            yield named_event({"type": "content_block_stop", "index": index})
-            index += 1
+        for event in blocks.rest(message["content"]):
+            yield event
         yield named_event(
             {
                 "type": "message_delta",
@@ -119,6 +87,78 @@ async def message_events(
             }
         )
         yield named_event({"type": "message_stop"})
+
+
+class _Blocks:
+    """The content blocks as they are streamed, numbered in order: the text as it comes, an
+    upstream's thinking blocks as it sent them (renumbered), then the rest of the answer's
+    blocks whole once it is known."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._text: int | None = None
+        """The text block open, if any."""
+        self._numbers: dict[int, int] = {}
+        """The upstream's index of each block passed on, to ours."""
+        self.streamed: set[str] = set()
+        """The kinds of block already streamed (not sent again from the answer)."""
+
+    def add(self, piece: str | NativeEvent) -> list[bytes]:
+        out: list[bytes] = []
+        if isinstance(piece, str):
+            if self._text is None:
+                self._text = self._open({"type": "text", "text": ""}, out)
+                self.streamed.add("text")
+            out.append(_delta(self._text, piece))
+            return out
+        event = piece.event
+        if piece.format != FORMAT or not isinstance(event.get("index"), int):
+            return []
+        if event.get("type") == "content_block_start":
+            out = self._close_text()  # blocks are streamed one after the other
+            block = dict(event.get("content_block") or {})
+            self._numbers[event["index"]] = self._open(block, out)
+            self.streamed.add(str(block.get("type")))
+        elif event["index"] in self._numbers:
+            out.append(named_event({**event, "index": self._numbers[event["index"]]}))
+        return out
+
+    def rest(self, content: list[dict[str, Any]]) -> list[bytes]:
+        """The answer's blocks that were not streamed, after the ones that were."""
+        out = self._close_text()
+        for block in content:
+            kind = block.get("type")
+            if kind in self.streamed:
+                continue
+            if kind == "text":
+                number = self._open({"type": "text", "text": ""}, out)
+                if block.get("text"):
+                    out.append(_delta(number, str(block["text"])))
+            elif kind == "tool_use":
+                number = self._open({**block, "input": {}}, out)
+                partial = json.dumps(block.get("input", {}), ensure_ascii=False)
+                delta = {"type": "input_json_delta", "partial_json": partial}
+                out.append(
+                    named_event({"type": "content_block_delta", "index": number, "delta": delta})
+                )
+            else:
+                number = self._open(block, out)
+            out.append(named_event({"type": "content_block_stop", "index": number}))
+        return out
+
+    def _open(self, block: dict[str, Any], out: list[bytes]) -> int:
+        number = self.count
+        self.count += 1
+        out.append(
+            named_event({"type": "content_block_start", "index": number, "content_block": block})
+        )
+        return number
+
+    def _close_text(self) -> list[bytes]:
+        if self._text is None:
+            return []
+        number, self._text = self._text, None
+        return [named_event({"type": "content_block_stop", "index": number})]
 
 
 def _delta(index: int, text: str) -> bytes:

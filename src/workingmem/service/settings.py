@@ -18,10 +18,11 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, get_args
 
 from ..agent_memory import AgentMemoryConfig
 from ..config import Profile
+from ..embedded import UpstreamApi, upstream_env
 from ..errors import ValidationError
 from ..gateway_config import GatewayConfig
 
@@ -42,12 +43,15 @@ class ServiceSettings:
     """A database URL or a SQLite file path; None: ``WORKINGMEM_DATABASE_URL``, else
     ``.workingmem/memory.db``."""
     upstream_base_url: str | None = None
-    """The OpenAI-compatible upstream, ``.../v1``; None: ``OPENAI_BASE_URL``, else OpenAI."""
+    """The upstream, ``.../v1``; None: ``OPENAI_BASE_URL`` (``ANTHROPIC_BASE_URL`` for an
+    Anthropic upstream), else OpenAI's (Anthropic's)."""
     upstream_api_key: str | None = None
-    """The upstream's key; None: ``OPENAI_API_KEY`` (a local upstream may need none)."""
-    upstream_api: Literal["chat", "responses"] = "chat"
-    """What the upstream speaks: chat completions (every OpenAI-compatible server), or the
-    Responses API (OpenAI: reasoning items and their encrypted content round-trip)."""
+    """The upstream's key; None: ``OPENAI_API_KEY`` (``ANTHROPIC_API_KEY``); a local upstream
+    may need none."""
+    upstream_api: UpstreamApi = "chat"
+    """What the upstream speaks: chat completions (every OpenAI-compatible server), the
+    Responses API (OpenAI: reasoning items and their encrypted content round-trip), or
+    Anthropic's Messages API (thinking blocks and their signatures round-trip)."""
     upstream_timeout: float = 60.0
     """Seconds one upstream attempt may take."""
     upstream_max_retries: int = 1
@@ -70,9 +74,10 @@ class ServiceSettings:
     ``X-User-Id`` header (MCP clients send no user of their own)."""
 
     def __post_init__(self) -> None:
-        if self.upstream_api not in ("chat", "responses"):
+        if self.upstream_api not in get_args(UpstreamApi):
             raise ValidationError(
-                "upstream_api", f"must be 'chat' or 'responses', got {self.upstream_api!r}"
+                "upstream_api",
+                f"must be 'chat', 'responses' or 'anthropic', got {self.upstream_api!r}",
             )
 
     @classmethod
@@ -81,13 +86,12 @@ class ServiceSettings:
         database and the upstream from the environment where they leave them unset."""
         written = os.environ.get(SETTINGS_ENV)
         settings = cls.from_json(written) if written else cls()
+        env_url, env_key = upstream_env(settings.upstream_api)
         return replace(
             settings,
             database_url=settings.database_url or os.environ.get("WORKINGMEM_DATABASE_URL") or None,
-            upstream_base_url=settings.upstream_base_url
-            or os.environ.get("OPENAI_BASE_URL")
-            or None,
-            upstream_api_key=settings.upstream_api_key or os.environ.get("OPENAI_API_KEY") or None,
+            upstream_base_url=settings.upstream_base_url or env_url,
+            upstream_api_key=settings.upstream_api_key or env_key,
         )
 
     def to_json(self) -> str:

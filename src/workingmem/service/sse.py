@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream, AskResult
-from ..llm import Usage
+from ..llm import NativeEvent, Usage
 from .chat_schemas import CompletionUsage
 from .errors import ApiError, error_body, map_error
 from .metrics import Metrics
@@ -51,6 +51,15 @@ async def first_piece(stream: AnswerStream) -> str | None:
     before it (a bad request, the upstream's 429) is answered as a plain HTTP error."""
     try:
         return await anext(aiter(stream))
+    except StopAsyncIteration:
+        return None
+
+
+async def first_event(stream: AnswerStream) -> str | NativeEvent | None:
+    """`first_piece` for a client that also takes the upstream's own events
+    (`AnswerStream.events`): a thinking block may come before any text."""
+    try:
+        return await anext(stream.events())
     except StopAsyncIteration:
         return None
 

@@ -10,7 +10,10 @@ stored once, its blocks verbatim (thinking and its signature included), and the 
 the thread's memory. The thread: ``X-Thread-Id``, else the conversation the transcript opens,
 Claude Code's ``X-Claude-Code-Session-Id`` keeping its sessions apart. In front of a
 chat-completions upstream the request and the answer are translated; errors have Anthropic's
-shape.
+shape. In front of an Anthropic upstream (``--upstream-api anthropic``) the request goes on
+natively: its fields as they came (``thinking``, ``top_k``, ``stop_sequences``, fields this
+gateway does not know), the ``anthropic-version`` and ``anthropic-beta`` headers, the stored
+messages verbatim, and the answer's blocks (thinking and its signature) are stored as given.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from ...formats import ORIGINAL_KEY
 from ...formats.anthropic import (
     FORMAT,
+    answer_item,
     answer_turn,
     blocks_of,
     chat_options,
@@ -32,6 +37,7 @@ from ...formats.anthropic import (
 from ...formats.responses_chat import new_id
 from ...gateway import AskResult
 from ...llm import Completion
+from ...llm.anthropic_client import HEADERS_OPTION
 from ...messages import check_id
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
@@ -44,7 +50,7 @@ from ..messages_schemas import (
     dumped_messages,
 )
 from ..params import AskHeaders, thread_header
-from ..sse import first_piece
+from ..sse import first_event
 from ..state import get_services
 
 __all__ = ["RULES", "router"]
@@ -107,7 +113,7 @@ async def create_message(
     thread_id = check_id("X-Thread-Id", asked.x_thread_id) if asked.x_thread_id else None
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     info = MessageInfo(message_id=new_id("msg"), model=body.model)
-    tool_choice = body.tool_choice.model_dump(exclude_none=True) if body.tool_choice else None
+    native = getattr(gateway.llm.client, "native_format", None) == FORMAT
     ask: dict[str, Any] = {
         "tenant_id": tenant,
         "thread_id": thread_id,
@@ -117,13 +123,7 @@ async def create_message(
         "system_prompt": body.system_text(),
         "model": model,
         "tools": chat_tools([t.model_dump(exclude_unset=True) for t in body.tools or ()]),
-        "options": chat_options(
-            tool_choice=tool_choice,
-            stop_sequences=body.stop_sequences,
-            temperature=body.temperature,
-            top_p=body.top_p,
-            top_k=body.top_k,
-        ),
+        "options": _native_options(body, request) if native else _chat_options(body),
         "max_tokens": body.max_tokens,
         "answer_format": _as_blocks,
         "session": x_claude_code_session_id,
@@ -132,14 +132,15 @@ async def create_message(
         system: list[Message] = (
             [{"role": "system", "content": body.system_text() or ""}] if body.system else []
         )
-        ask["passthrough"] = [*system, *(turn.message for turn in turns)]
+        sent = [{**t.message, ORIGINAL_KEY: t.item} if native else t.message for t in turns]
+        ask["passthrough"] = [*system, *sent]
 
     async def finish(result: AskResult) -> dict[str, Any]:
         return _message(info, result)
 
     if body.stream:
         stream = gateway.ask_stream(**ask)
-        first = await first_piece(stream)
+        first = await first_event(stream)
         return StreamingResponse(
             message_events(stream, first, info, finish=finish, metrics=services.metrics),
             media_type="text/event-stream",
@@ -157,9 +158,41 @@ async def create_message(
     return JSONResponse(_message(info, result), headers=thread_header(result.thread_id))
 
 
+def _chat_options(body: MessageCreateRequest) -> dict[str, Any]:
+    """What a chat upstream is asked for this request (``thinking`` has no place there)."""
+    return chat_options(
+        tool_choice=body.tool_choice.model_dump(exclude_none=True) if body.tool_choice else None,
+        stop_sequences=body.stop_sequences,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+    )
+
+
+_FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta")
+
+
+def _native_options(body: MessageCountTokensRequest, request: Request) -> dict[str, Any]:
+    """The request's own fields for an Anthropic upstream, as they came: those the gateway
+    does not set itself (the model, the messages, the system prompt, the tools, the cap),
+    fields it does not know included, and the version and beta headers."""
+    fields = body.model_dump(
+        mode="json",
+        exclude_unset=True,
+        exclude={"model", "messages", "system", "tools", "max_tokens", "stream"},
+    )
+    headers = {
+        name: request.headers[name] for name in _FORWARDED_HEADERS if name in request.headers
+    }
+    return {**fields, HEADERS_OPTION: headers} if headers else fields
+
+
 def _as_blocks(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
-    """The answer as the thread stores it: the Anthropic message a client is shown."""
-    return answer_turn(message)
+    """The answer as the thread stores it: the Anthropic message a client is shown; an
+    Anthropic upstream's own blocks when it gave them (its thinking, signed)."""
+    calls = {str(call["id"]) for call in message.get("tool_calls") or ()}
+    native = answer_item(completion.raw if completion else None, calls=calls)
+    return native or answer_turn(message)
 
 
 def _message(info: MessageInfo, result: AskResult) -> dict[str, Any]:
@@ -196,10 +229,11 @@ async def count_tokens(
     x_claude_code_session_id: SessionHeader = None,
 ) -> dict[str, int]:
     """What `create_message` would send upstream for this transcript now (the memory, the
-    new turns, the system prompt, the tools), counted with the model's tokenizer: an
-    estimate of 4 characters a token for a model it does not know (Claude's tokenizer is
-    not published). Nothing is stored."""
+    new turns, the system prompt, the tools), counted by an Anthropic upstream, else with the
+    model's tokenizer: an estimate of 4 characters a token for a model it does not know
+    (Claude's tokenizer is not published). Nothing is stored."""
     gateway = get_services(request).gateway
+    native = getattr(gateway.llm.client, "native_format", None) == FORMAT
     thread_id = check_id("X-Thread-Id", asked.x_thread_id) if asked.x_thread_id else None
     user_id = asked.x_user_id
     if user_id is not None:
@@ -216,5 +250,6 @@ async def count_tokens(
         model=model,
         tools=tools,
         session=x_claude_code_session_id,
+        options=_native_options(body, request) if native else None,
     )
     return {"input_tokens": tokens}
