@@ -95,9 +95,9 @@ def assert_valid_anthropic_request(body: dict[str, Any]) -> None:
     """What Anthropic's Messages API accepts of a request: a model and a cap; the system
     prompt apart; messages alternating from a user's to a user's, none empty, no empty text
     block; each assistant message's ``tool_use`` blocks answered, each once, by the
-    ``tool_result`` blocks that open the next message, and a result only for such a call; with
-    thinking on, an assistant message whose calls the last message answers opens with its
-    thinking."""
+    ``tool_result`` blocks that open the next message, and a result only for such a call; at
+    most four blocks marked ``cache_control``; with thinking on, an assistant message whose
+    calls the last message answers opens with its thinking."""
     assert isinstance(body.get("model"), str)
     assert isinstance(body.get("max_tokens"), int)
     assert body["max_tokens"] > 0
@@ -122,6 +122,10 @@ def assert_valid_anthropic_request(body: dict[str, Any]) -> None:
         assert len(leading) == len(open_calls), "a call answered twice"
         assert all(b["type"] != "tool_result" for b in blocks[len(leading) :])
         open_calls = set()
+    system = body.get("system")
+    marked = [b for m in messages if isinstance(m["content"], list) for b in m["content"]]
+    marked += system if isinstance(system, list) else []
+    assert sum("cache_control" in b for b in marked) <= 4, "more than 4 cache breakpoints"
     thinking = (body.get("thinking") or {}).get("type") == "enabled"
     last = messages[-1]["content"]
     if thinking and isinstance(last, list) and last and last[0]["type"] == "tool_result":

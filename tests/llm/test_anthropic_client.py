@@ -276,3 +276,28 @@ async def test_count_tokens_asks_the_upstream_with_what_a_count_takes(
     assert counted == count_of(sent)
     assert set(sent) == {"model", "messages", "system", "tools", "thinking"}
     assert sent["messages"][1]["content"][0] == THOUGHT
+
+
+async def test_only_the_newest_cache_breakpoints_are_sent() -> None:
+    """A window's stored messages keep the cache marks of their own calls; Anthropic takes
+    four in a request: the newest (the client's latest call's) stay, the rest go."""
+    ephemeral = {"type": "ephemeral"}
+
+    def said(text: str, marked: bool) -> MessageIn:
+        block: dict[str, Any] = {"type": "text", "text": text}
+        if marked:
+            block["cache_control"] = ephemeral
+        role = "user" if text.startswith("u") else "assistant"
+        original = {"role": role, "content": [block]}
+        return {"role": role, "content": text, ORIGINAL_KEY: original}
+
+    window = [said(f"{'ua'[n % 2]}{n}", marked=n != 3) for n in range(7)]
+    body, _ = request_body("m", window, None, None, None, None, None)
+    marks = [
+        "cache_control" in block for message in body["messages"] for block in message["content"]
+    ]
+    assert marks == [False, False, True, False, True, True, True]
+    assert [m["content"][0]["text"] for m in body["messages"]] == [
+        f"{'ua'[n % 2]}{n}" for n in range(7)
+    ]
+    assert len(body["messages"]) == 7

@@ -312,3 +312,27 @@ def test_count_tokens_is_the_upstreams_count_of_what_would_be_sent(
     create(sdk, question, extra_headers=header)
     sent = answers(upstream)[-1]
     assert (sent["system"], sent["messages"]) == (asked["system"], asked["messages"])
+
+
+def test_claude_codes_cache_marks_stay_within_anthropics_four(
+    sdk: anthropic.Anthropic, upstream: ScriptedUpstream
+) -> None:
+    """Claude Code marks its system prompt and its newest messages on every call, and resends
+    the transcript: the stored messages keep their old marks, the upstream gets the newest."""
+    ephemeral: Any = {"type": "ephemeral"}
+    system: Any = [{"type": "text", "text": "You are a coding agent.", "cache_control": ephemeral}]
+    transcript: list[Any] = []
+    for n in range(5):
+        marked = [
+            {"type": "text", "text": f"file {n}", "cache_control": ephemeral},
+            {"type": "text", "text": f"step {n}", "cache_control": ephemeral},
+        ]
+        transcript.append({"role": "user", "content": marked})
+        answer = create(sdk, transcript, system=system)
+        transcript.append({"role": "assistant", "content": answer.content})
+        sent = answers(upstream)[-1]
+        assert_valid_anthropic_request(sent)  # at most four marks, whatever the window holds
+    assert sent["system"][0]["cache_control"] == ephemeral
+    assert sent["system"][0]["text"].startswith("You are a coding agent.")
+    newest = sent["messages"][-1]["content"][-1]
+    assert newest == {"type": "text", "text": "step 4", "cache_control": ephemeral}

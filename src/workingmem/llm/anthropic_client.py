@@ -48,13 +48,27 @@ from .openai_client import _SHAPE_ERRORS, SdkClient, _cause, _llm_error, _short
 if TYPE_CHECKING:
     import anthropic
 
-__all__ = ["DEFAULT_MAX_TOKENS", "HEADERS_OPTION", "AnthropicClient", "request_body"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "HEADERS_OPTION",
+    "MAX_BREAKPOINTS",
+    "SYSTEM_CACHE_OPTION",
+    "AnthropicClient",
+    "request_body",
+]
 
 DEFAULT_MAX_TOKENS = 4096
 """The answer's cap when a caller sets none: the Messages API requires one."""
 
+MAX_BREAKPOINTS = 4
+"""The blocks marked ``cache_control`` a Messages request may have."""
+
 HEADERS_OPTION = "extra_headers"
 """An option holding headers for the request (``anthropic-beta``), not a body field."""
+
+SYSTEM_CACHE_OPTION = "system_cache_control"
+"""An option holding the ``cache_control`` of the system prompt (the client marked its own):
+the system goes as one text block with that mark."""
 
 _SYSTEM_ROLES = ("system", "developer")
 _CHAT_ONLY = frozenset(
@@ -316,18 +330,23 @@ def request_body(
             sent.append({"role": original["role"], "content": original.get("content")})
         else:
             sent.append(message_of(message))
+    rest = dict(options or {})
+    system_mark = rest.pop(SYSTEM_CACHE_OPTION, None)
+    marks = MAX_BREAKPOINTS - (1 if system_mark and any(system) else 0)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
-        "messages": joined(_without_empty_text(sent)),
+        "messages": _newest_breakpoints(joined(_without_empty_text(sent)), marks),
     }
     if any(system):
-        body["system"] = "\n\n".join(text for text in system if text)
+        text = "\n\n".join(text for text in system if text)
+        body["system"] = (
+            [{"type": "text", "text": text, "cache_control": system_mark}] if system_mark else text
+        )
     if temperature is not None:
         body["temperature"] = temperature
     if tools:
         body["tools"] = [_tool(tool) for tool in tools]
-    rest = dict(options or {})
     headers = {str(k): str(v) for k, v in dict(rest.pop(HEADERS_OPTION, None) or {}).items()}
     fmt = response_format or rest.pop("response_format", None)
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
@@ -394,6 +413,32 @@ def _without_empty_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if content:
             kept.append({**message, "content": content})
     return kept
+
+
+def _newest_breakpoints(messages: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """Anthropic takes at most `MAX_BREAKPOINTS` blocks marked ``cache_control`` in a request.
+    A window's stored messages keep the marks their own calls gave them (Claude Code marks the
+    newest messages of every call), so only the newest `budget` marks are sent: the client's
+    latest."""
+    out: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        content = message.get("content")
+        if isinstance(content, list) and any(_marked(block) for block in content):
+            kept = []
+            for block in reversed(content):
+                if _marked(block):
+                    if budget > 0:
+                        budget -= 1
+                    else:
+                        block = {k: v for k, v in block.items() if k != "cache_control"}
+                kept.append(block)
+            message = {**message, "content": kept[::-1]}
+        out.append(message)
+    return out[::-1]
+
+
+def _marked(block: object) -> bool:
+    return isinstance(block, Mapping) and block.get("cache_control") is not None
 
 
 def completion_of(message: Any, model: str) -> Completion:

@@ -37,7 +37,7 @@ from ...formats.anthropic import (
 from ...formats.responses_chat import new_id
 from ...gateway import AskResult
 from ...llm import Completion
-from ...llm.anthropic_client import HEADERS_OPTION
+from ...llm.anthropic_client import HEADERS_OPTION, SYSTEM_CACHE_OPTION
 from ...messages import check_id
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
@@ -184,7 +184,16 @@ def _native_options(body: MessageCountTokensRequest, request: Request) -> dict[s
     headers = {
         name: request.headers[name] for name in _FORWARDED_HEADERS if name in request.headers
     }
-    return {**fields, HEADERS_OPTION: headers} if headers else fields
+    if headers:
+        fields[HEADERS_OPTION] = headers
+    marks = [
+        block.model_extra["cache_control"]
+        for block in (body.system if isinstance(body.system, list) else ())
+        if block.model_extra and block.model_extra.get("cache_control")
+    ]
+    if marks:  # the system prompt the gateway writes keeps the client's cache mark
+        fields[SYSTEM_CACHE_OPTION] = marks[-1]
+    return fields
 
 
 def _as_blocks(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
