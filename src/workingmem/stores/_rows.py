@@ -33,6 +33,7 @@ __all__ = [
     "PreparedAppend",
     "check_page",
     "check_scope",
+    "check_times",
     "counted_tail",
     "counts_of",
     "decode_facts",
@@ -51,6 +52,37 @@ __all__ = [
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def check_times(
+    created_at: object, count: int, now: datetime, after: datetime | None = None
+) -> list[datetime]:
+    """The times of `count` new turns: `created_at` (one per turn, each aware, in order, none
+    in the future nor before `after`, the turn before them) in UTC, or `now` for each."""
+    if created_at is None:
+        return [now] * count
+    if isinstance(created_at, (str, bytes, datetime)) or not isinstance(created_at, Sequence):
+        raise ValidationError("created_at", "must be a list of datetimes, one per message")
+    if len(created_at) != count:
+        raise ValidationError(
+            "created_at", f"must give one time per message: {len(created_at)} for {count}"
+        )
+    times: list[datetime] = []
+    for index, moment in enumerate(created_at):
+        field = f"created_at[{index}]"
+        if not isinstance(moment, datetime) or moment.utcoffset() is None:
+            raise ValidationError(field, f"must be a timezone-aware datetime, got {moment!r}")
+        moment = moment.astimezone(UTC)
+        if moment > now:
+            raise ValidationError(field, f"is in the future ({moment.isoformat()})")
+        earlier = times[-1] if times else after
+        if earlier is not None and moment < earlier:
+            raise ValidationError(
+                field,
+                f"is before the turn before it ({moment.isoformat()} < {earlier.isoformat()})",
+            )
+        times.append(moment)
+    return times
 
 
 def later(moment: datetime, seconds: float) -> datetime:

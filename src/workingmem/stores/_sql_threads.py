@@ -112,6 +112,7 @@ class SQLThreads:
         messages: Sequence[Any],
         user_id: str | None = None,
         after_seq: int | None = None,
+        created_at: Sequence[datetime] | None = None,
     ) -> list[Turn]:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
@@ -122,11 +123,12 @@ class SQLThreads:
             raise ValidationError("after_seq", f"must be a seq (an int >= 0), got {after_seq!r}")
         clean, origins = normalize_turns(messages)
         now = _rows.utcnow()
+        times = _rows.check_times(created_at, len(clean), now)  # the order checked below too
         stamp = self._dialect.stamp(now)
-        if after_seq is None and clean and clean[0]["role"] != "tool":
+        if after_seq is None and clean and clean[0]["role"] != "tool" and created_at is None:
             known = await self._append_known(tenant_id, thread_id, user_id, stamp, clean, origins)
             if known is not None:
-                return _appended(known, origins, now)
+                return _appended(known, origins, times)
         async with self._dialect.write() as session:
             found = await session.rows(
                 _SELECT_WITH_UNIT + self._dialect.lock_of("th"), (tenant_id, thread_id)
@@ -148,6 +150,13 @@ class SQLThreads:
                 ]
             if not clean:
                 return []
+            if created_at is not None and turn_count:  # an imported history goes on in order
+                before = await session.row(
+                    "SELECT created_at FROM turns WHERE thread_pk = ? AND seq = ?",
+                    (pk, turn_count),
+                )
+                if before is not None:
+                    _rows.check_times(times, len(times), now, self._dialect.moment(before[0]))
             open_unit = None
             if last_unit_seq:
                 open_unit = OpenUnit.from_turns(_rows.loads_messages(unit), last_unit_seq)
@@ -161,7 +170,7 @@ class SQLThreads:
                 session,
                 pk,
                 user_id,
-                stamp,
+                [self._dialect.stamp(moment) for moment in times],
                 prepared.turns,
                 prepared.serialized,
                 origins,
@@ -172,7 +181,7 @@ class SQLThreads:
                 (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
             )
         self._known.saw(tenant_id, thread_id, prepared.turns[-1].seq, row[6])
-        return _appended(prepared.turns, origins, now)
+        return _appended(prepared.turns, origins, times)
 
     async def _append_known(
         self,
@@ -375,14 +384,16 @@ class SQLThreads:
         session: Session,
         pk: int,
         user_id: str | None,
-        stamp: object,
+        stamps: object,
         turns: Sequence[PlannedTurn],
         texts: Sequence[str],
         origins: Sequence[Origin],
         counts: _rows.Counts,
     ) -> None:
-        """Queues the rows of new turns: each with its chat text, origin and own count, and
-        the counts with the thread's other tokenizers."""
+        """Queues the rows of new turns: each with its chat text, origin, own count and time
+        (`stamps`: one for all, or one per turn), and the counts with the thread's other
+        tokenizers."""
+        times = stamps if isinstance(stamps, list) else [stamps] * len(turns)
         await session.run_many(
             INSERT_TURN,
             [
@@ -393,12 +404,14 @@ class SQLThreads:
                     t.message["role"],
                     user_id,
                     text,
-                    stamp,
+                    moment,
                     o.format,
                     o.text,
                     n,
                 )
-                for t, text, o, n in zip(turns, texts, origins, counts.own, strict=True)
+                for t, text, o, n, moment in zip(
+                    turns, texts, origins, counts.own, times, strict=True
+                )
             ],
         )
         if counts.others:
@@ -774,11 +787,13 @@ class SQLThreads:
         )
 
 
-def _appended(turns: Sequence[PlannedTurn], origins: Sequence[Origin], now: datetime) -> list[Turn]:
-    """What `append` returns: the stored turns as `Turn`s."""
+def _appended(
+    turns: Sequence[PlannedTurn], origins: Sequence[Origin], times: Sequence[datetime]
+) -> list[Turn]:
+    """What `append` returns: the stored turns as `Turn`s, with their times."""
     return [
         Turn.from_message(
-            t.message, seq=t.seq, created_at=now, format=origin.format, item=origin.item
+            t.message, seq=t.seq, created_at=moment, format=origin.format, item=origin.item
         )
-        for t, origin in zip(turns, origins, strict=True)
+        for t, origin, moment in zip(turns, origins, times, strict=True)
     ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
@@ -80,6 +81,7 @@ class TurnStore(Protocol):
         messages: Sequence[MessageIn | Turn | NativeItem],
         user_id: str | None = None,
         after_seq: int | None = None,
+        created_at: Sequence[datetime] | None = None,
     ) -> list[Turn]:
         """Stores messages at the end of a thread, all or none; creates the thread if new.
 
@@ -89,6 +91,11 @@ class TurnStore(Protocol):
         are removed first, in the same transaction, and the memory state rolls back as for
         `pop_turns`: an edit of the history, or a regenerated answer. `messages` then
         continue the thread from that seq (and may be empty).
+
+        `created_at`: when each message was said, for a host that imports a history (one
+        timezone-aware datetime per message, in order, none in the future nor before the
+        thread's turn before them; a `ValidationError` names the one that is not); None
+        stamps every turn with the time it is stored.
         """
         ...
 
