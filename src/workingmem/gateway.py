@@ -39,7 +39,7 @@ from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .conversations import extends, find_conversation
 from .errors import ConflictError, ValidationError
-from .formats import ORIGINAL_KEY
+from .formats import carrying
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .leases import keep_renewed
 from .llm import (
@@ -728,7 +728,7 @@ class Gateway:
         format a window's turns were stored in (`native_format`: a Responses upstream), each
         such message carries its turn as stored (`formats.ORIGINAL_KEY`), so that
         what the chat view cannot say (a reasoning item's encrypted content) goes back too."""
-        native = getattr(self.llm.client, "native_format", None)
+        native = self.native_format
         loaded = context.loaded
         history = context.messages[1:]
         if native is None or loaded is None or not history:
@@ -747,17 +747,21 @@ class Gateway:
         sent: list[MessageIn] = [context.messages[0]]
         for seq, message in zip(seqs, history, strict=True):
             turn = stored.get(seq)
-            original = turn.in_format(native) if turn is not None else None
-            sent.append({**message, ORIGINAL_KEY: original} if original else message)
+            sent.append(carrying(message, turn.in_format(native) if turn is not None else None))
         return sent
+
+    @property
+    def native_format(self) -> str | None:
+        """The format the upstream's client sends stored turns in as they are
+        (``openai.responses``, ``anthropic.messages``); None for a chat upstream."""
+        native: str | None = getattr(self.llm.client, "native_format", None)
+        return native
 
     def _as_sent(self, turn: Turn) -> dict[str, Any]:
         """A stored turn as a message to the upstream: its chat view, with the turn as stored
         for a client that speaks its format (see `_upstream_messages`)."""
-        message = dict(turn.to_message())
-        native = getattr(self.llm.client, "native_format", None)
-        original = turn.in_format(native) if native is not None else None
-        return {**message, ORIGINAL_KEY: original} if original else message
+        native = self.native_format
+        return carrying(turn.to_message(), turn.in_format(native) if native else None)
 
     def _answer_item(
         self, completion: Completion | None, calls: Sequence[dict[str, Any]], *, text: bool
@@ -946,12 +950,12 @@ class Gateway:
         )
         counter = getattr(self.llm.client, "count_tokens", None)
         if counter is not None:
-            native = getattr(self.llm.client, "native_format", None)
+            native = self.native_format
             sent = await self._upstream_messages(tenant_id, thread_id, context)
-            items = request.items[len(request.items) - len(request.views) + placed.start :]
+            new_items = request.items[placed.start :]  # one view per item
             counted: int = await counter(
                 model=plan.model.id,
-                messages=[*sent, *(_as_upstream_message(item, native) for item in items)],
+                messages=[*sent, *(_as_upstream_message(item, native) for item in new_items)],
                 tools=[*self._tools(user_id), *client_tools] or None,
                 options=options,
             )
@@ -1118,9 +1122,7 @@ def _as_upstream_message(item: MessageIn | NativeItem, native: str | None) -> Me
     (`formats.ORIGINAL_KEY`) for a client that speaks its format (`native`)."""
     if not isinstance(item, NativeItem):
         return item
-    if item.format == native:
-        return {**item.message, ORIGINAL_KEY: item.item}
-    return item.message
+    return carrying(item.message, item.item if item.format == native else None)
 
 
 def _request_turns(

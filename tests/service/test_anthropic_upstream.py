@@ -16,12 +16,14 @@ import httpx
 import pytest
 from anthropic.types import MessageParam
 
+import workingmem as wm
 from tests.helpers import assert_valid_anthropic_request, summarizing_responder
+from workingmem.agent_memory.tools import anthropic_tools
 from workingmem.llm._scripted_anthropic import count_of
 from workingmem.llm.testing import Reply, ScriptedUpstream, signature_of, tool_call
 from workingmem.service import create_app
 
-from .conftest import settings_for
+from .conftest import TEMPLATE, settings_for
 from .live import LiveServer, create_key
 from .test_anthropic_messages import WEATHER
 from .test_openai_sdk import until
@@ -246,6 +248,34 @@ def test_the_gateways_memory_round_sends_its_thinking_back_with_its_call(
         "signature": signature_of("Worth keeping."),
     }
     assert call["content"][1]["name"] == "update_working_memory"
+    memory_tools = anthropic_tools(wm.AgentMemoryConfig(template=TEMPLATE).mode)
+    assert all(tool in round_two["tools"] for tool in memory_tools)  # R22, in Anthropic's format
+
+
+def test_history_client_sends_claudes_blocks_as_given(
+    sdk: anthropic.Anthropic, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """R28: `history: client` passes the transcript through, thinking blocks included, and
+    still stores it."""
+    first = create(sdk, [{"role": "user", "content": "Hi."}], extra_headers={"X-Thread-Id": "c"})
+    transcript: list[MessageParam] = [
+        {"role": "user", "content": "Hi."},
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": "Go on."},
+    ]
+    create(
+        sdk,
+        transcript,
+        extra_headers={"X-Thread-Id": "c", "X-Workingmem-History": "client"},
+    )
+    sent = answers(upstream)[-1]
+    assert_valid_anthropic_request(sent)
+    assert sent["messages"] == [
+        {"role": "user", "content": "Hi."},
+        {"role": "assistant", "content": blocks(first)},
+        {"role": "user", "content": "Go on."},
+    ]
+    assert len(turns(api, "c")) == 4
 
 
 def test_the_summary_is_written_through_the_anthropic_upstream(

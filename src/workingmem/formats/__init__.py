@@ -5,10 +5,19 @@ chat-format view that token counts, units and windows use; these modules make th
 give the originals back.
 """
 
-__all__ = ["ORIGINAL_KEY"]
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ORIGINAL_KEY", "carrying"]
 
 ORIGINAL_KEY = "workingmem_original"
 """A window's message sent to an upstream that speaks a turn's own format (the Responses API,
 Anthropic's Messages) carries that turn as stored under this key (`Turn.in_format`: a
 reasoning item's ``encrypted_content``, a thinking block's ``signature``), so that the client
 sends it instead of what the chat view would make. Only such a client sees it."""
+
+
+def carrying(message: Mapping[str, Any], original: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`message` (a chat view) carrying its `original` under `ORIGINAL_KEY`; as it is when
+    there is none."""
+    return {**message, ORIGINAL_KEY: original} if original else dict(message)

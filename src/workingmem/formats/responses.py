@@ -23,12 +23,10 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
-from . import ORIGINAL_KEY
 
 __all__ = [
     "FORMAT",
     "OPEN_UNIT_READ",
-    "ORIGINAL_KEY",
     "items_of",
     "items_of_message",
     "open_calls",

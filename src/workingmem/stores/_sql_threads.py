@@ -286,7 +286,7 @@ class SQLThreads:
                     session,
                     pk,
                     user_id,
-                    stamp,
+                    [stamp] * len(fresh),
                     fresh,
                     texts[kept:],
                     origins[kept:],
@@ -384,16 +384,14 @@ class SQLThreads:
         session: Session,
         pk: int,
         user_id: str | None,
-        stamps: object,
+        stamps: Sequence[object],
         turns: Sequence[PlannedTurn],
         texts: Sequence[str],
         origins: Sequence[Origin],
         counts: _rows.Counts,
     ) -> None:
         """Queues the rows of new turns: each with its chat text, origin, own count and time
-        (`stamps`: one for all, or one per turn), and the counts with the thread's other
-        tokenizers."""
-        times = stamps if isinstance(stamps, list) else [stamps] * len(turns)
+        (`stamps`, one per turn), and the counts with the thread's other tokenizers."""
         await session.run_many(
             INSERT_TURN,
             [
@@ -410,7 +408,7 @@ class SQLThreads:
                     n,
                 )
                 for t, text, o, n, moment in zip(
-                    turns, texts, origins, counts.own, times, strict=True
+                    turns, texts, origins, counts.own, stamps, strict=True
                 )
             ],
         )

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from ...formats import ORIGINAL_KEY
+from ...formats import carrying
 from ...formats.anthropic import (
     FORMAT,
     answer_item,
@@ -113,7 +113,7 @@ async def create_message(
     thread_id = check_id("X-Thread-Id", asked.x_thread_id) if asked.x_thread_id else None
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     info = MessageInfo(message_id=new_id("msg"), model=body.model)
-    native = getattr(gateway.llm.client, "native_format", None) == FORMAT
+    native = gateway.native_format == FORMAT
     ask: dict[str, Any] = {
         "tenant_id": tenant,
         "thread_id": thread_id,
@@ -132,7 +132,7 @@ async def create_message(
         system: list[Message] = (
             [{"role": "system", "content": body.system_text() or ""}] if body.system else []
         )
-        sent = [{**t.message, ORIGINAL_KEY: t.item} if native else t.message for t in turns]
+        sent = [carrying(t.message, t.item if native else None) for t in turns]
         ask["passthrough"] = [*system, *sent]
 
     async def finish(result: AskResult) -> dict[str, Any]:
@@ -242,7 +242,7 @@ async def count_tokens(
     model's tokenizer: an estimate of 4 characters a token for a model it does not know
     (Claude's tokenizer is not published). Nothing is stored."""
     gateway = get_services(request).gateway
-    native = getattr(gateway.llm.client, "native_format", None) == FORMAT
+    native = gateway.native_format == FORMAT
     thread_id = check_id("X-Thread-Id", asked.x_thread_id) if asked.x_thread_id else None
     user_id = asked.x_user_id
     if user_id is not None:
