@@ -76,7 +76,7 @@ updates every 6 turns leave it 0-5 behind), so the first ask's update is due."""
 STRATEGIES = (wm.Strategy.SUMMARY_BUFFER, wm.Strategy.SLIDING_WINDOW)
 TENANT = "bench"
 ANSWER = "OK."
-_TURN = re.compile(r"^\[(\d+)\] (user|assistant)[^:]*: (.*)$", re.MULTILINE)
+_TURN = re.compile(r"^\[(\d+)\](?: \([^)]*\))? (user|assistant)[^:]*: (.*)$", re.MULTILINE)
 
 
 # -- the instant upstream --------------------------------------------------------------------

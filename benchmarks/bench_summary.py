@@ -35,7 +35,7 @@ MODEL = wm.ModelInfo(id="gpt-4o", context_window=128_000)
 CHEAP = "gpt-4o-mini"
 BUDGET = MODEL.context_window - MODEL.max_output_tokens
 CONFIG = wm.WorkingMemoryConfig()  # the defaults: recent 12 turns, update every 6
-_TURN = re.compile(r"^\[(\d+)\] (user|assistant)[^:]*: (.*)$", re.MULTILINE)
+_TURN = re.compile(r"^\[(\d+)\](?: \([^)]*\))? (user|assistant)[^:]*: (.*)$", re.MULTILINE)
 _FACT = re.compile(r"^- (?:\[turns? [\d-]+\] )?(.*)$", re.MULTILINE)
 
 

@@ -46,7 +46,9 @@ def tool(call_id: str, text: str = "result") -> wm.Message:
 
 
 _OLD_FACT = re.compile(r"^- \[turns? (\d+)(?:-(\d+))?\] (.*)$", re.MULTILINE)
-_TURN_LINE = re.compile(r"^\[(\d+)\] (user|assistant|tool[^:]*): (.*)$", re.MULTILINE)
+_TURN_LINE = re.compile(
+    r"^\[(\d+)\](?: \([^)]*\))? (user|assistant|tool[^:]*): (.*)$", re.MULTILINE
+)
 
 
 def summarizing_responder(request: dict[str, Any]) -> Reply:

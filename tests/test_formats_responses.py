@@ -8,6 +8,7 @@ import pytest
 
 import workingmem as wm
 from workingmem.formats.responses import FORMAT, items_of, turns_of
+from workingmem.messages import normalize_messages
 from workingmem.types import Turn
 
 
@@ -50,6 +51,23 @@ def test_a_responses_run_of_items_is_one_assistant_turn_with_its_client_calls() 
     assert turns[3].message["content"] == "shot"
     assert all(t.format == FORMAT for t in turns)
     assert [i for t in turns for i in items_of(stored(t))] == items  # every item, as given
+
+
+def test_two_items_of_one_call_are_stored_and_their_call_viewed_once() -> None:
+    """No response has them, a hand-made history may (schemathesis made one): stored as
+    given, not refused for a chat view with one call id twice."""
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "shell", "input": "ls"},
+        {"type": "other_call", "call_id": "c1", "status": "completed"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+    ]
+    turns = turns_of(items)
+    calls = turns[1].message.get("tool_calls") or []
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [("c1", "shell")]
+    assert turns[2].message["role"] == "tool"
+    assert normalize_messages([t.message for t in turns])  # a valid chat history
+    assert [i for t in turns for i in items_of(stored(t))] == items
 
 
 def test_an_output_answers_the_open_calls_given_and_no_call_after_a_user_turn() -> None:

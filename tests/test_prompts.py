@@ -53,7 +53,7 @@ def test_memory_working_default_asks_for_the_json_shape() -> None:
         assert key in prompt
     assert "<one fact>" not in prompt
     assert "<the new summary>" not in prompt
-    assert "[turn number] role: text" in prompt
+    assert "[turn number] (date and time, UTC) role: text" in prompt
     assert "Never invent" in prompt
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -127,7 +128,9 @@ async def test_the_update_reads_only_the_turns_since_the_state(
     await save(memory, tenant)
     second = upstream.requests[1]["messages"][-1]["content"]
     assert "through turn 4" in second  # the old summary
-    assert "[5] user: question 3" in second
+    assert re.search(
+        r"^\[5\] \(\d{1,2} [A-Z][a-z]+ \d{4}, \d\d:\d\d\) user: question 3$", second, re.M
+    )
     assert "[4] assistant" not in second
 
 

@@ -401,6 +401,17 @@ def serve(
             "X-User-Id header.",
         ),
     ] = "default",
+    recall: Annotated[
+        float | None,
+        typer.Option(
+            metavar="RATIO",
+            min=0.0,
+            max=0.95,
+            help="The share of the history's tokens for turns recalled from earlier in the "
+            "thread (full-text search for the words of the newest user turn); 0.5 suits long "
+            "conversations. Off by default.",
+        ),
+    ] = None,
 ) -> None:
     """Run the memory gateway: OpenAI's /v1/chat/completions with memory, REST, a web page.
 
@@ -449,6 +460,7 @@ def serve(
         gateway=config,
         agent_memory=agent_memory,
         mcp_user=mcp_user,
+        recall_ratio=recall,
     )
     if have_keys:
         console.print("API keys: every request needs 'Authorization: Bearer <key>'.")

@@ -37,6 +37,13 @@ class WorkingMemoryConfig(Settings):
     SUMMARY_BUFFER."""
     chat_history_ratio: float = Field(default=0.5, gt=0.0, le=1.0)
     """The share of `budget_tokens` the verbatim history may take (R4, R6)."""
+    recall_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """The share of the history's tokens (`chat_history_ratio` of the budget) kept for turns
+    recalled from earlier in the thread: those that share words with the current user turn,
+    found by the store's full-text index, shown in the notes under "From earlier in this
+    conversation" with their turn numbers and dates. The window takes the rest, and recall
+    what the window leaves unused too (SUMMARY_BUFFER's short tail leaves most of it). 0, the
+    default, switches recall off: the strategies are then exactly as the spec describes."""
     recent_turns: int = Field(default=12, ge=1, le=10_000)
     """SUMMARY_BUFFER: how many of the newest turns the model reads verbatim."""
     update_every_turns: int = Field(default=6, ge=1, le=10_000)

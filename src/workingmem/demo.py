@@ -63,6 +63,11 @@ class DemoResult:
     """What the model wrote in its working memory (None without one, or when it wrote none)."""
 
 
+DEMO_RECALL_RATIO = 0.5
+"""The demo recalls older turns (the full-text search of `recall_ratio`), as a long
+conversation should."""
+
+
 async def run_demo(
     *,
     db: str | None = None,
@@ -79,7 +84,7 @@ async def run_demo(
     config = chosen.config.model_copy(
         update={
             "working_memory": chosen.config.working_memory.model_copy(
-                update={"strategy": Strategy.SUMMARY_BUFFER}
+                update={"strategy": Strategy.SUMMARY_BUFFER, "recall_ratio": DEMO_RECALL_RATIO}
             )
         }
     )

@@ -20,13 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
-from .errors import ConflictError, NotFoundError, ValidationError
+from .errors import ConflictError, ContextOverflowError, NotFoundError, ValidationError
 from .llm import CallMeta, Completion, GuardedClient, LLMClient, UsageGuard
 from .prompts import PromptTemplates
-from .stores.base import StateWrite, ThreadStore
+from .recall import LexicalRetriever, Recalled, Retriever, select_recalled
+from .stores.base import StateWrite, ThreadStore, TurnSearchStore
 from .strategies import render_notes, select_window, tail_start
 from .summarizer import Summarizer
 from .tokens import Tokenizer, tokenizer_for
+from .transcript import text_of
 from .types import (
     CountedTurn,
     MessageIn,
@@ -49,6 +51,9 @@ _QUIET = frozenset(
 _FIRST_READ = 64
 _MAX_READ = 4_096
 _RESET_ATTEMPTS = 5
+_RECALLED_TOKENS = 24
+"""A guess at a recalled unit's tokens, to size the search: a turn of chat is 20-40."""
+_MAX_RECALLED = 200
 
 
 @runtime_checkable
@@ -102,6 +107,7 @@ class WorkingMemory:
         structured_output: str = "json_schema",
         models: Mapping[str, ModelInfo] | None = None,
         update_lease_seconds: float = 30.0,
+        retriever: Retriever | None = None,
     ) -> None:
         """
         Args:
@@ -118,10 +124,15 @@ class WorkingMemory:
             update_lease_seconds: how long an updater's lease on a thread lasts unless renewed
                 (it renews every third of it while it works): the longest a crashed updater
                 keeps others from updating the thread.
+            retriever: what finds the turns `recall_ratio` recalls; the store's full-text
+                search (`LexicalRetriever`) when the store has one and None is given.
         """
         self.store = store
         self.config = config or WorkingMemoryConfig()
         self.on_report = on_report
+        if retriever is None and isinstance(store, TurnSearchStore):
+            retriever = LexicalRetriever(store)
+        self.retriever = retriever
         self._updater = (
             None
             if llm is None
@@ -165,27 +176,83 @@ class WorkingMemory:
                 tenant_id, thread_id, tokenizer, limit=None, reach=DISABLED_WINDOW_TURNS
             )
             return _loaded(window, tokens, total, notes="", strategy=None)
+        history = math.floor(config.chat_history_ratio * budget_tokens)
+        if self.retriever is not None and config.recall_ratio > 0:
+            try:
+                return await self._load(tenant_id, thread_id, tokenizer, config, history, True)
+            except ContextOverflowError:
+                pass  # the current exchange needs recall's share too: it goes first
+        return await self._load(tenant_id, thread_id, tokenizer, config, history, False)
 
-        limit = math.floor(config.chat_history_ratio * budget_tokens)
-        if config.strategy is Strategy.SLIDING_WINDOW:
-            window, tokens, total, _ = await self._window(
-                tenant_id, thread_id, tokenizer, limit=limit, reach=None
-            )
-            return _loaded(window, tokens, total, notes="", strategy=Strategy.SLIDING_WINDOW)
-
+    async def _load(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tokenizer: Tokenizer,
+        config: WorkingMemoryConfig,
+        history: int,
+        recall: bool,
+    ) -> WorkingMemoryLoad:
+        """One strategy's load within `history` tokens; with `recall`, the window leaves
+        `recall_ratio` of them to the turns recalled from before it, which also take what
+        the window leaves unused."""
+        limit = history - math.floor(config.recall_ratio * history) if recall else history
+        summary = config.strategy is Strategy.SUMMARY_BUFFER
         window, tokens, total, state = await self._window(
-            tenant_id, thread_id, tokenizer, limit=limit, reach=config.recent_turns
+            tenant_id,
+            thread_id,
+            tokenizer,
+            limit=limit,
+            reach=config.recent_turns if summary else None,
         )
-        if state is None:  # a store that reads it apart
-            state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+        notes = ""
+        if summary:
+            if state is None:  # a store that reads it apart
+                state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
+            notes = render_notes(state)
+        recalled = Recalled()
+        if recall and window and window[0].seq > 1:
+            recalled = await self._recall(
+                tenant_id, thread_id, tokenizer, window, limit=history - tokens
+            )
         return _loaded(
             window,
             tokens,
             total,
-            notes=render_notes(state),
-            strategy=Strategy.SUMMARY_BUFFER,
-            covered_turns=state.turn_count,
+            notes="\n\n".join(part for part in (notes, recalled.text) if part),
+            strategy=config.strategy or Strategy.SUMMARY_BUFFER,
+            covered_turns=state.turn_count if summary and state is not None else None,
+            recalled=recalled,
         )
+
+    async def _recall(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tokenizer: Tokenizer,
+        window: list[CountedTurn],
+        *,
+        limit: int,
+    ) -> Recalled:
+        """The units before the window that match its newest user turn, as many as fit."""
+        query = next(
+            (
+                text_of(t.message.get("content"))
+                for t in reversed(window)
+                if t.message["role"] == "user"
+            ),
+            "",
+        )
+        if self.retriever is None or limit <= 0 or not query.strip():
+            return Recalled()
+        units = await self.retriever.retrieve(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            query=query,
+            before_seq=window[0].seq,
+            limit=max(8, min(_MAX_RECALLED, limit // _RECALLED_TOKENS)),
+        )
+        return select_recalled(units, tokenizer=tokenizer, limit_tokens=limit)
 
     async def _window(
         self,
@@ -412,6 +479,7 @@ def _loaded(
     notes: str,
     strategy: Strategy | None,
     covered_turns: int | None = None,
+    recalled: Recalled | None = None,
 ) -> WorkingMemoryLoad:
     return WorkingMemoryLoad(
         messages=[turn.message for turn in window],
@@ -422,4 +490,6 @@ def _loaded(
         message_tokens=tuple(turn.tokens for turn in window),
         seqs=tuple(turn.seq for turn in window),
         covered_turns=covered_turns,
+        recalled_seqs=recalled.seqs if recalled else (),
+        recalled_tokens=recalled.tokens if recalled else 0,
     )

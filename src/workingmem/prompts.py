@@ -91,7 +91,7 @@ Current facts, each with the turns it came from:
 {facts}
 </facts>
 
-New turns, each written as "[turn number] role: text":
+New turns, each written as "[turn number] (date and time, UTC) role: text":
 <turns>
 {turns}
 </turns>
@@ -99,8 +99,9 @@ New turns, each written as "[turn number] role: text":
 Rules:
 1. Summary: rewrite it to cover the old summary and the new turns together. Keep what will \
 matter later: the user's goals, decisions, commitments, open questions, names, numbers and \
-dates. Leave out small talk. Stay within {summary_max_chars} characters: condense older detail \
-rather than go over. When there was a summary, never return an empty one.
+dates; say when things happened, from the turns' dates. Leave out small talk. Stay within \
+{summary_max_chars} characters: condense older detail rather than go over. When there was a \
+summary, never return an empty one.
 2. Facts: short, specific, durable statements about the user and their situation, \
 preferences and constraints, and about what was decided or agreed. Keep every old fact that is \
 still true, with its turn numbers. Drop a fact that a new turn contradicts or makes obsolete, \

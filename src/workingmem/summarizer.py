@@ -24,6 +24,7 @@ from .config import WorkingMemoryConfig
 from .errors import WorkingMemoryError
 from .llm import CallMeta, Completion, LLMClient, LLMError, Usage
 from .prompts import PromptKind, PromptTemplates
+from .transcript import render_turns
 from .types import Fact, Turn
 
 __all__ = [
@@ -35,10 +36,6 @@ __all__ = [
     "render_facts",
     "render_turns",
 ]
-
-TURN_MAX_CHARS = 4_000
-"""A turn longer than this is cut (with a marker) in the helper's input: one pasted document
-must not blow the helper's input cap."""
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
@@ -99,23 +96,6 @@ def response_schema(caps: Caps) -> dict[str, Any]:
     }
 
 
-def render_turns(turns: Sequence[Turn]) -> str:
-    """The turns as the helper reads them: ``[seq] role: text``, one per line block."""
-    lines = []
-    for turn in turns:
-        if turn.role == "tool":
-            head = f"[{turn.seq}] tool result ({turn.tool_call_id})"
-        else:
-            head = f"[{turn.seq}] {turn.role}"
-        text = _text_of(turn.content)
-        for call in turn.tool_calls:
-            text += f"\n(called {call.name}({call.arguments}))"
-        if len(text) > TURN_MAX_CHARS:
-            text = text[:TURN_MAX_CHARS] + f" [... {len(text) - TURN_MAX_CHARS} characters cut]"
-        lines.append(f"{head}: {text.strip()}")
-    return "\n".join(lines)
-
-
 def render_facts(facts: Sequence[Fact]) -> str:
     if not facts:
         return "(none yet)"
@@ -128,16 +108,6 @@ def _span(fact: Fact) -> str:
     if fact.last_turn is None or fact.last_turn == fact.first_turn:
         return f"[turn {fact.first_turn}] "
     return f"[turns {fact.first_turn}-{fact.last_turn}] "
-
-
-def _text_of(content: str | list[dict[str, Any]] | None) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    texts = [part["text"] for part in content if part.get("type") == "text"]
-    others = len(content) - len(texts)
-    return " ".join(texts) + (f" [{others} non-text part(s)]" if others else "")
 
 
 def parse_update(

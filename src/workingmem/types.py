@@ -391,6 +391,11 @@ class WorkingMemoryLoad:
     seqs: tuple[int, ...] = ()
     """Each message's seq in its thread, when the memory knows them: an integration reads the
     window's turns in their own format by them (`Turn.in_format`). Empty for "unknown"."""
+    recalled_seqs: tuple[int, ...] = ()
+    """The seqs of the turns recall put in the notes (`recall_ratio`), in the thread's order;
+    none of them is in the window."""
+    recalled_tokens: int = 0
+    """The tokens of the notes' recall section, with the model's tokenizer."""
 
 
 class UpdateOutcome(enum.StrEnum):

@@ -55,6 +55,7 @@ def test_settings_cross_to_another_process_whole_but_the_key(
         agent_memory=wm.AgentMemoryConfig(template=TEMPLATE, scope="user", max_chars=900),
         require_keys=True,
         max_body_bytes=1_000,
+        recall_ratio=0.4,
     )
     written = settings.to_json()
     assert "sk-secret-not-copied" not in written

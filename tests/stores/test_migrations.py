@@ -1,6 +1,7 @@
 """A database written by an earlier version opens, migrates and keeps what it stored: here the
 token counts that moved from ``turn_tokens`` into the turns' own rows (migration 8), so a thread's
-first load after an upgrade counts nothing again."""
+first load after an upgrade counts nothing again, and the turns stored before the search index
+(migration 10), which recall finds all the same."""
 
 from __future__ import annotations
 
@@ -71,8 +72,11 @@ class _Stored:
 
 async def _stored_counts(url: str) -> tuple[list[int], list[int]]:
     """Thread "th"'s counts with the first tokenizer and with the other, as the store reads
-    them after migrating (none counted again: `_Stored` would fail)."""
+    them after migrating (none counted again: `_Stored` would fail); its turns are found by
+    their words."""
     async with await wm.open_store(url) as store:
+        found = await store.search_turns(tenant_id="t", thread_id="th", query="turn")
+        assert sorted(unit[0].seq or 0 for unit in found) == [1, 2]
         tails = [
             await store.read_tail(
                 tenant_id="t", thread_id="th", tokenizer=_Stored(key), limit=10, tokens=1_000

@@ -144,11 +144,15 @@ def _client_calls(group: Sequence[Mapping[str, Any]]) -> list[str]:
 def _answer(group: list[dict[str, Any]]) -> NativeItem:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for item in group:
         kind = item.get("type")
         if kind in (None, "message"):
             texts.append(_text(item.get("content")))
-        elif isinstance(item.get("call_id"), str):
+        elif isinstance(item.get("call_id"), str) and item["call_id"] not in seen:
+            # a second item of one call (no response has them; a hand-made history may) is
+            # kept verbatim in the turn, and its call once in the chat view
+            seen.add(item["call_id"])
             calls.append(_call_view(item))
     view: Message = {"role": "assistant", "content": "\n".join(t for t in texts if t)}
     if calls:

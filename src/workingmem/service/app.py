@@ -151,10 +151,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         stack.push_async_callback(upstream.aclose)
         logger.info("answering with %s", upstream.description)
+        config = upstream.config
+        if settings.recall_ratio is not None:
+            memory = config.working_memory.model_copy(
+                update={"recall_ratio": settings.recall_ratio}
+            )
+            config = config.model_copy(update={"working_memory": memory})
         gateway = Gateway(
             store=store,
             llm=upstream.client,
-            config=upstream.config,
+            config=config,
             profiles=settings.profiles,
             agent_memory=settings.agent_memory,
             templates=upstream.templates,

@@ -72,8 +72,15 @@ class ServiceSettings:
     mcp_user: str = "default"
     """The user whose working memory an MCP request at ``/mcp`` edits when it sends no
     ``X-User-Id`` header (MCP clients send no user of their own)."""
+    recall_ratio: float | None = None
+    """The memory's `recall_ratio` for every call, whatever the upstream's settings (the local
+    model's included); None leaves the gateway's own (off unless it sets one)."""
 
     def __post_init__(self) -> None:
+        if self.recall_ratio is not None and not 0 <= self.recall_ratio < 1:
+            raise ValidationError(
+                "recall_ratio", f"must be at least 0 and below 1, got {self.recall_ratio}"
+            )
         if self.upstream_api not in get_args(UpstreamApi):
             raise ValidationError(
                 "upstream_api",
@@ -132,6 +139,7 @@ class ServiceSettings:
                 "require_keys": self.require_keys,
                 "max_body_bytes": self.max_body_bytes,
                 "mcp_user": self.mcp_user,
+                "recall_ratio": self.recall_ratio,
             }
         )
 

@@ -15,7 +15,15 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
-from .base import MemoryStateStore, StateWrite, Store, Tail, ThreadStore, TurnStore
+from .base import (
+    MemoryStateStore,
+    StateWrite,
+    Store,
+    Tail,
+    ThreadStore,
+    TurnSearchStore,
+    TurnStore,
+)
 from .responses import ResponseStore
 from .sql import SQLStore
 from .sqlite import SQLiteStore
@@ -34,6 +42,7 @@ __all__ = [
     "Store",
     "Tail",
     "ThreadStore",
+    "TurnSearchStore",
     "TurnStore",
     "open_store",
 ]

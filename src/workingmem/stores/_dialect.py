@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["UNCOUNTED_PAGE", "Dialect", "KnownAppend", "Row", "Session", "TailRead"]
+__all__ = [
+    "UNCOUNTED_PAGE",
+    "Dialect",
+    "KnownAppend",
+    "Row",
+    "Session",
+    "TailRead",
+    "TurnSearch",
+]
 
 Row = tuple[Any, ...]
 
@@ -68,6 +76,19 @@ class KnownAppend:
     create: bool = False
     """Create the thread first when there is none (it was last seen missing, or empty): a
     new thread has no turns and no tokenizers, so the expectation holds for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSearch:
+    """A full-text search of one thread's turns: the seqs of those that best match `terms`."""
+
+    thread_pk: int
+    terms: list[str]
+    """The words searched for (`_search.terms`): a turn matches when it has any of them."""
+    before_seq: int
+    """Only turns before this seq (those a window does not hold); the thread has
+    ``before_seq - 1`` of them."""
+    limit: int
 
 
 class Session(Protocol):
@@ -139,6 +160,12 @@ class Dialect(ABC):
         (its 9 columns, then its memory state's 5, NULL when it has none) and its newest
         turns as `read` asks, newest first, each as (seq, unit_seq, message, cached count or
         NULL); None for a missing thread."""
+
+    @abstractmethod
+    def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
+        """The statement (``?`` placeholders) and its parameters that give the seqs of the
+        thread's turns best matching `search`, one column, the best first, through the
+        database's full-text index (migration 0010)."""
 
     @abstractmethod
     async def append_known(self, write: KnownAppend) -> int | None:

@@ -25,8 +25,8 @@ from ..messages import (
 )
 from ..tokens import Tokenizer
 from ..types import Thread, Turn, WorkingMemoryState
-from . import _rows
-from ._dialect import Dialect, KnownAppend, Row, Session, TailRead
+from . import _rows, _search
+from ._dialect import Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
 from ._known import KnownThreads
 from .base import StateWrite, Tail
 
@@ -560,6 +560,49 @@ class SQLThreads:
         self._known.saw(tenant_id, thread_id, row[4], column)
         state = WorkingMemoryState() if row[9] is None else self._state(row[9:14])
         return Tail(thread=self._thread(row), turns=turns, state=state)
+
+    async def search_turns(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        query: str,
+        before_seq: int | None = None,
+        limit: int = 20,
+    ) -> list[list[Turn]]:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        if not isinstance(query, str):
+            raise ValidationError("query", f"must be a string, got {type(query).__name__}")
+        _rows.check_page(limit, 0)
+        if before_seq is not None and (
+            isinstance(before_seq, bool) or not isinstance(before_seq, int) or before_seq < 1
+        ):
+            raise ValidationError("before_seq", f"must be a seq (an int >= 1), got {before_seq!r}")
+        words = _search.terms(query)
+        async with self._dialect.read() as session:
+            row = await self._thread_row(session, tenant_id, thread_id)
+            pk, top = row[0], row[4] + 1
+            if before_seq is not None:
+                top = min(top, before_seq)
+            if not words or top <= 1:
+                return []
+            sql, params = self._dialect.search(TurnSearch(pk, words, top, limit))
+            hits = [hit[0] for hit in await session.rows(sql, params)]
+            if not hits:
+                return []
+            marks = ", ".join("?" * len(hits))
+            rows = await session.rows(
+                f"SELECT unit_seq, {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq < ? "
+                f"AND unit_seq IN (SELECT unit_seq FROM turns WHERE thread_pk = ? "
+                f"AND seq IN ({marks})) ORDER BY seq",
+                (pk, top, pk, *hits),
+            )
+        units: dict[int, list[Turn]] = {}
+        for found in rows:
+            units.setdefault(found[0], []).append(self._turn(found[1:]))
+        unit_of = {turn.seq: unit_seq for unit_seq, unit in units.items() for turn in unit}
+        ranked = dict.fromkeys(unit_of[seq] for seq in hits if seq in unit_of)
+        return [units[unit_seq] for unit_seq in ranked]
 
     async def _remember_counts(
         self, pk: int, key: str, counts: dict[int, int], *, seen: str

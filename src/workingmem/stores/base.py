@@ -35,6 +35,7 @@ __all__ = [
     "Store",
     "Tail",
     "ThreadStore",
+    "TurnSearchStore",
     "TurnStore",
     "read_turns",
 ]
@@ -204,6 +205,34 @@ class TurnStore(Protocol):
 
 
 @runtime_checkable
+@runtime_checkable
+class TurnSearchStore(Protocol):
+    """A store that finds a thread's turns by their words (recall): the SQL stores, through
+    SQLite's FTS5 and PostgreSQL's text search, kept in step with the turns as they are
+    written."""
+
+    async def search_turns(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        query: str,
+        before_seq: int | None = None,
+        limit: int = 20,
+    ) -> list[list[Turn]]:
+        """The units whose turns best match the words of `query`, the best first, each whole
+        (a call with its results) and oldest turn first: at most `limit` matching turns'
+        units, of those before `before_seq` (all when None). A turn matches when it has any
+        of the query's words (stemmed, the commonest English words left out); [] when the
+        query has no such word or nothing matches.
+
+        Scoped to the tenant's thread: `NotFoundError` for an unknown thread or another
+        tenant's. A search through the database's index: its cost does not grow with the
+        thread's length but with the matches of its words.
+        """
+        ...
+
+
 class MemoryStateStore(Protocol):
     """A thread's memory state (summary and facts), its versions and its update lease."""
 

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
-from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
+from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
 from ._sql_threads import INSERT_THREAD, THREAD_COLUMNS_OF_TH
 from .migrations import load_migrations
 from .sql import SQLStore
@@ -36,6 +36,32 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["PostgresStore"]
 
 _MIGRATION_LOCK = 0x776D656D  # "wmem": one migrator at a time across workers
+_SEARCH = """
+WITH terms AS (
+    SELECT DISTINCT lexeme, quote_literal(lexeme)::tsquery AS query
+    FROM unnest(to_tsvector('english'::regconfig, ?))
+), matched AS (
+    SELECT t.seq, terms.lexeme, length(t.search)::float8 AS words, (
+        SELECT coalesce(array_length(w.positions, 1), 1) FROM unnest(t.search) AS w
+        WHERE w.lexeme = terms.lexeme
+    )::float8 AS tf
+    FROM terms JOIN turns AS t ON t.thread_pk = ? AND t.seq < ? AND t.search @@ terms.query
+), df AS (
+    SELECT lexeme, count(*)::float8 AS n FROM matched GROUP BY lexeme
+), mean AS (
+    SELECT greatest(avg(words), 1.0) AS words FROM matched
+)
+SELECT m.seq FROM matched AS m JOIN df USING (lexeme) CROSS JOIN mean
+GROUP BY m.seq
+ORDER BY sum(
+    ln(1.0 + (? - df.n + 0.5) / (df.n + 0.5))
+    * m.tf * 2.2 / (m.tf + 1.2 * (0.25 + 0.75 * m.words / mean.words))
+) DESC, m.seq DESC
+LIMIT ?
+"""
+"""A thread's turns by BM25 (k1 1.2, b 0.75) over the tsvector's lexemes (migration 0010):
+the index finds each word's turns in the thread; a word's rarity is counted among the
+thread's turns searched, a turn's length in lexemes against the matched turns' mean."""
 _TAIL = f"""
 WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, s.version AS state_version, s.summary AS state_summary,
                    s.facts AS state_facts, s.turn_count AS state_turns,
@@ -305,6 +331,15 @@ class PostgresDialect(Dialect):
         if not rows:
             return None
         return rows[0][:14], [row[14:] for row in rows[1:]]
+
+    def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
+        return _SEARCH, (
+            " ".join(search.terms),
+            search.thread_pk,
+            search.before_seq,
+            float(search.before_seq - 1),
+            search.limit,
+        )
 
     async def append_known(self, write: KnownAppend) -> int | None:
         columns = list(zip(*write.turns, strict=True))

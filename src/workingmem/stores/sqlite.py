@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from ..errors import StoreError
 from . import _rows
-from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead
+from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
 from ._sql_threads import (
     INSERT_THREAD,
     INSERT_TURN,
@@ -60,6 +60,12 @@ _OTHER = (
     "WHERE t.thread_pk = ? AND t.seq <= ? ORDER BY t.seq DESC"
 )
 """The newest turns with another tokenizer's counts."""
+_SEARCH = (
+    "SELECT rowid - ? FROM turn_search WHERE turn_search MATCH ? AND rowid BETWEEN ? AND ? "
+    "ORDER BY rank LIMIT ?"
+)
+"""A thread's turns by BM25: a turn's document is thread_pk * 2^32 + seq (migration 0010)."""
+_DOCS_PER_THREAD = 2**32
 
 
 def _read_tail(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] | None:
@@ -329,6 +335,11 @@ class SQLiteDialect(Dialect):
             db.execute("PRAGMA busy_timeout = 0")  # never waits on the loop
             self._inline, self._inline_thread = db, threading.get_ident()
         return self._inline if self._inline_thread == threading.get_ident() else None
+
+    def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
+        base = search.thread_pk * _DOCS_PER_THREAD
+        match = " OR ".join(f'"{term}"' for term in search.terms)  # words: no quote inside
+        return _SEARCH, (base, match, base + 1, base + search.before_seq - 1, search.limit)
 
     async def append_known(self, write: KnownAppend) -> int | None:
         async with self._writing():

@@ -35,10 +35,25 @@ def load_migrations(dialect: Dialect) -> list[Migration]:
             continue
         number, _, rest = entry.name.removesuffix(".sql").partition("_")
         text = entry.read_text(encoding="utf-8")
-        statements = tuple(s.strip() for s in text.split(";\n") if _has_sql(s))
+        statements = tuple(s.strip() for s in _statements(text) if _has_sql(s))
         migrations.append(Migration(version=int(number), name=rest, statements=statements))
     migrations.sort(key=lambda m: m.version)
     return migrations
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of a file: split where a line ends with ``;``, but never inside a
+    ``$$``-quoted function body (whose own statements end lines too)."""
+    statements: list[str] = []
+    pending = ""
+    for chunk in text.split(";\n"):
+        pending = f"{pending};\n{chunk}" if pending else chunk
+        if pending.count("$$") % 2 == 0:
+            statements.append(pending)
+            pending = ""
+    if pending:
+        statements.append(pending)
+    return statements
 
 
 def _has_sql(chunk: str) -> bool:

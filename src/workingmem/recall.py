@@ -1,0 +1,126 @@
+"""Recall: turns from earlier in a thread that bear on the current one, found by a retriever.
+
+    retriever = LexicalRetriever(store)      # the store's full-text search (BM25)
+    units = await retriever.retrieve(tenant_id="t1", thread_id="th1",
+                                     query="When did I adopt the puppy?", before_seq=480,
+                                     limit=40)
+
+A window holds the newest turns; a question about something said 400 turns ago needs that
+turn. `WorkingMemory.load` asks its retriever, when `recall_ratio` gives recall a share of the
+budget, for units older than the window that match the current user turn, and shows as many
+as fit in the notes (`strategies.select_recalled`). `Retriever` is the protocol: the lexical
+one is built in; one over embeddings can stand beside it.
+
+What is shown: the units come best first (the retriever's ranking); as many as fit are taken
+in that order, a unit whole or not at all, then shown in the thread's order, each turn with its
+number and date, a gap between units that are not next to each other marked ``...``. The
+tokens are the rendered text's, counted with the model's tokenizer: recall reaches the model
+as notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from .stores.base import TurnSearchStore
+from .tokens import Tokenizer
+from .transcript import render_turns
+from .types import Turn
+
+__all__ = ["RECALL_HEADING", "LexicalRetriever", "Recalled", "Retriever", "select_recalled"]
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Finds a thread's units that bear on a query."""
+
+    async def retrieve(
+        self, *, tenant_id: str, thread_id: str, query: str, before_seq: int, limit: int
+    ) -> Sequence[Sequence[Turn]]:
+        """Up to `limit` units of turns before `before_seq`, the best first, each whole
+        (oldest turn first). Scoped to the tenant's thread; never a turn of another."""
+        ...
+
+
+class LexicalRetriever:
+    """Recall by words: the store's full-text index (SQLite's FTS5, PostgreSQL's tsvector),
+    ranked by BM25. No model, no embedding: a load stays a read of the database."""
+
+    def __init__(self, store: TurnSearchStore) -> None:
+        self.store = store
+
+    async def retrieve(
+        self, *, tenant_id: str, thread_id: str, query: str, before_seq: int, limit: int
+    ) -> list[list[Turn]]:
+        return await self.store.search_turns(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            query=query,
+            before_seq=before_seq,
+            limit=limit,
+        )
+
+
+RECALL_HEADING = (
+    "From earlier in this conversation ([turn number] (date and time, UTC) role: text):"
+)
+_GAP = "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """The turns recall put in front of the model."""
+
+    text: str = ""
+    """The notes' section, heading included; "" when nothing was recalled."""
+    seqs: tuple[int, ...] = ()
+    """The recalled turns' seqs, in the thread's order."""
+    tokens: int = 0
+    """`text`'s tokens with the model's tokenizer."""
+
+
+def select_recalled(
+    units: Sequence[Sequence[Turn]], *, tokenizer: Tokenizer, limit_tokens: int
+) -> Recalled:
+    """The best-ranked units whose rendering fits `limit_tokens`, in the thread's order."""
+    budget = limit_tokens - tokenizer.count_text(RECALL_HEADING) - 1
+    chosen: list[tuple[int, str]] = []  # (first seq, rendered unit), best first
+    for unit in units:
+        if budget <= 0:
+            break
+        if not unit or unit[0].seq is None:
+            continue
+        block = render_turns(unit)
+        cost = tokenizer.count_text(block) + 2  # its line break, a gap marker's share
+        if cost <= budget:
+            chosen.append((unit[0].seq, block))
+            budget -= cost
+    while chosen:
+        text, seqs = _render(chosen, units)
+        tokens = tokenizer.count_text(text)
+        if tokens <= limit_tokens:
+            return Recalled(text, seqs, tokens)
+        chosen.pop()  # the worst-ranked goes first
+    return Recalled()
+
+
+def _render(
+    chosen: Sequence[tuple[int, str]], units: Sequence[Sequence[Turn]]
+) -> tuple[str, tuple[int, ...]]:
+    first = {start for start, _ in chosen}
+    spans = sorted(
+        (unit[0].seq or 0, unit[-1].seq or 0, [turn.seq or 0 for turn in unit])
+        for unit in units
+        if unit and unit[0].seq in first
+    )
+    blocks = dict(chosen)
+    lines, seqs, last = [RECALL_HEADING], [], None
+    for start, end, unit_seqs in spans:
+        if last is not None and start != last + 1:
+            lines.append(_GAP)
+        lines.append(blocks[start])
+        seqs.extend(unit_seqs)
+        last = end
+    return "\n".join(lines), tuple(seqs)

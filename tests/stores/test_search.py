@@ -1,0 +1,141 @@
+"""Recall's search (`search_turns`): a thread's turns found by their words through each
+database's full-text index, ranked, whole units, scoped to the tenant's thread, and in step
+with every way turns are written or removed; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import workingmem as wm
+
+CHAT: list[Any] = [
+    {"role": "user", "content": "We adopted a puppy named Rex last spring."},
+    {"role": "assistant", "content": "Congratulations! What breed is Rex?"},
+    {"role": "user", "content": "A terrier. My sister Ana painted a portrait of him."},
+    {"role": "assistant", "content": "A painted portrait sounds lovely."},
+    {"role": "user", "content": "Also I started running: a 10k race in June."},
+    {"role": "assistant", "content": "Good luck with the race!"},
+]
+
+
+def seqs(units: list[list[wm.Turn]]) -> list[list[int | None]]:
+    return [[turn.seq for turn in unit] for unit in units]
+
+
+async def search(store: wm.Store, tenant: str, query: str, **kw: Any) -> list[list[wm.Turn]]:
+    assert isinstance(store, wm.stores.TurnSearchStore)
+    return await store.search_turns(tenant_id=tenant, thread_id="th", query=query, **kw)
+
+
+async def test_turns_are_found_by_their_stemmed_words_best_first(
+    store: wm.Store, tenant: str
+) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=CHAT)
+    assert seqs(await search(store, tenant, "When did we adopt the puppy?")) == [[1]]
+    assert sorted(seqs(await search(store, tenant, "races"))) == [[5], [6]]
+    # "portrait" is in two turns, "sister" in one: the turn with both ranks first
+    found = seqs(await search(store, tenant, "my sister's portrait"))
+    assert found[0] == [3]
+    assert sorted(found) == [[3], [4]]
+    assert await search(store, tenant, "what was it about?") == []  # common words only
+    assert await search(store, tenant, "") == []
+    assert await search(store, tenant, "submarine") == []
+
+
+async def test_only_turns_before_the_window_and_at_most_the_limit(
+    store: wm.Store, tenant: str
+) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=CHAT)
+    assert seqs(await search(store, tenant, "race portrait Rex", before_seq=5)) != []
+    assert all(
+        turn.seq is not None and turn.seq < 3
+        for unit in await search(store, tenant, "race portrait Rex", before_seq=3)
+        for turn in unit
+    )
+    assert await search(store, tenant, "race", before_seq=5) == []
+    assert len(await search(store, tenant, "race portrait Rex terrier", limit=2)) == 2
+    for bad, field in [({"limit": 0}, "limit"), ({"before_seq": 0}, "before_seq")]:
+        with pytest.raises(wm.ValidationError) as refused:
+            await search(store, tenant, "race", **bad)
+        assert refused.value.field == field
+
+
+async def test_a_hit_brings_its_whole_unit_with_dates(store: wm.Store, tenant: str) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[
+            {"role": "user", "content": "Will it rain in Lyon?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Drizzle, 14 degrees."},
+            {"role": "assistant", "content": "Light drizzle today."},
+        ],
+    )
+    units = await search(store, tenant, "drizzle degrees")
+    assert seqs(units) == [[2, 3], [4]]  # the result's unit: the call with it
+    assert units[0][0].tool_calls[0].name == "weather"
+    assert all(turn.created_at is not None for unit in units for turn in unit)
+    assert seqs(await search(store, tenant, "weather")) == [[2, 3]]  # a call's name
+
+
+async def test_never_another_threads_or_tenants_turns(store: wm.Store, tenant: str) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[:2])
+    await store.append(tenant_id=tenant, thread_id="other", messages=CHAT[2:4])
+    await store.append(tenant_id=tenant + "-b", thread_id="th", messages=CHAT[2:4])
+    assert await search(store, tenant, "portrait") == []
+    assert [t.content for u in await search(store, tenant, "puppy") for t in u] == [
+        CHAT[0]["content"]
+    ]
+    assert isinstance(store, wm.stores.TurnSearchStore)
+    with pytest.raises(wm.NotFoundError):
+        await store.search_turns(tenant_id=tenant + "-c", thread_id="th", query="puppy")
+
+
+async def test_the_index_follows_every_write(store: wm.Store, tenant: str) -> None:
+    await store.append(tenant_id=tenant, thread_id="th", messages=CHAT)
+    await store.pop_turns(tenant_id=tenant, thread_id="th")  # "Good luck with the race!"
+    assert seqs(await search(store, tenant, "race")) == [[5]]
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[{"role": "user", "content": "Actually it was a marathon."}],
+        after_seq=4,
+    )
+    assert await search(store, tenant, "race") == []
+    assert seqs(await search(store, tenant, "marathon")) == [[5]]
+    await store.replace_turns(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[*CHAT[:2], {"role": "user", "content": "No sister, a brother."}],
+    )
+    assert seqs(await search(store, tenant, "sister brother marathon")) == [[3]]
+    await store.fork_thread(tenant_id=tenant, source_id="th", thread_id="fork", through_seq=2)
+    assert isinstance(store, wm.stores.TurnSearchStore)
+    forked = await store.search_turns(tenant_id=tenant, thread_id="fork", query="Rex sister")
+    assert sorted(seqs(forked)) == [[1], [2]]
+    await store.delete_thread(tenant_id=tenant, thread_id="th")
+    await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[4:5])
+    assert seqs(await search(store, tenant, "puppy brother race")) == [[1]]
+    assert seqs(await store.search_turns(tenant_id=tenant, thread_id="fork", query="Rex")) != []
+
+
+async def test_a_turn_whose_text_the_database_cannot_index_is_stored_all_the_same(
+    store: wm.Store, tenant: str
+) -> None:
+    """A NUL character (which PostgreSQL's text cannot hold, and FTS5 would stop at) is not a
+    word: the turn is found by its other words; a text whose JSON the database reads no words
+    from is stored exactly all the same."""
+    nul = "Grüße \x00 from Rex"
+    odd = "A \\u0000 backslash, then \x00"
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[{"role": "user", "content": nul}, {"role": "assistant", "content": odd}],
+    )
+    found = await search(store, tenant, "Rex from")
+    assert [[turn.content for turn in unit] for unit in found] == [[nul]]
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [turn.content for turn in turns] == [nul, odd]

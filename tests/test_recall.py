@@ -1,0 +1,215 @@
+"""Recall (`recall_ratio`): turns from before the window that share words with the current
+user turn, in the notes with their numbers and dates, within their share of the budget; off by
+default; on both stores, with the built-in retriever and a host's own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import workingmem as wm
+from tests.helpers import DEFAULT_PROFILE, GPT4O, assistant, user
+from workingmem.recall import RECALL_HEADING, Retriever
+
+START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+RECALLING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW, recall_ratio=0.5)
+
+
+def chatter(count: int) -> list[wm.Message]:
+    return [
+        message
+        for i in range(count)
+        for message in (user(f"Small talk number {i} about nothing"), assistant(f"Reply {i}"))
+    ]
+
+
+async def long_thread(store: wm.ThreadStore, tenant: str, question: str) -> list[wm.Message]:
+    """A puppy named Biscuit, 200 turns back, then small talk, then `question`."""
+    messages = [
+        user("We adopted a beagle puppy and named him Biscuit."),
+        assistant("Biscuit is a great name for a beagle."),
+        *chatter(100),
+        user(question),
+    ]
+    times = [START + timedelta(minutes=i) for i in range(len(messages))]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages, created_at=times)
+    return messages
+
+
+async def load(
+    memory: wm.WorkingMemory, tenant: str, budget: int = 2_000, profile: wm.Profile | None = None
+) -> wm.WorkingMemoryLoad:
+    return await memory.load(
+        tenant_id=tenant,
+        thread_id="th",
+        model=GPT4O,
+        profile=profile or DEFAULT_PROFILE,
+        budget_tokens=budget,
+    )
+
+
+async def test_recall_is_off_by_default(store: wm.ThreadStore, tenant: str) -> None:
+    await long_thread(store, tenant, "What is my beagle called?")
+    config = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
+    loaded = await load(wm.WorkingMemory(store=store, config=config), tenant)
+    assert loaded.notes == ""
+    assert loaded.recalled_seqs == ()
+    assert loaded.recalled_tokens == 0
+
+
+async def test_an_old_turn_is_recalled_with_its_number_and_date(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    await long_thread(store, tenant, "What is my beagle called?")
+    budget = 2_000
+    loaded = await load(wm.WorkingMemory(store=store, config=RECALLING), tenant, budget)
+    assert loaded.notes.startswith(RECALL_HEADING)
+    assert "[1] (8 May 2023, 13:56) user: We adopted a beagle puppy and named him Biscuit." in (
+        loaded.notes
+    )
+    assert "[2] (8 May 2023, 13:57) assistant: Biscuit is a great name" in loaded.notes
+    assert loaded.recalled_seqs[:2] == (1, 2)
+    assert not set(loaded.recalled_seqs) & set(loaded.seqs)  # never a turn of the window
+    assert loaded.recalled_tokens == wm.tokenizer_for(GPT4O).count_text(loaded.notes)
+    history = int(RECALLING.chat_history_ratio * budget)
+    assert loaded.tokens <= history - int(RECALLING.recall_ratio * history)
+    assert loaded.tokens + loaded.recalled_tokens <= history
+    assert loaded.messages[-1] == user("What is my beagle called?")  # the window as sent
+
+
+async def test_recall_shows_units_in_the_threads_order_within_its_share(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    messages = [
+        *chatter(20),
+        user("My sister Ana lives in Porto."),
+        assistant("Porto is lovely."),
+        *chatter(20),
+        user("Ana is coming to visit in June."),
+        assistant("Enjoy the visit!"),
+        *chatter(60),
+        user("When does Ana come, and where does she live?"),
+    ]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages)
+    config = RECALLING.model_copy(update={"recall_ratio": 0.3})
+    budget = 1_500
+    loaded = await load(wm.WorkingMemory(store=store, config=config), tenant, budget)
+    seqs = loaded.recalled_seqs
+    assert {41, 83} <= set(seqs)  # both of Ana's turns
+    assert list(seqs) == sorted(seqs)
+    assert loaded.notes.index("[41]") < loaded.notes.index("[83]")
+    assert "\n...\n" in loaded.notes  # a gap between turns that are not next to each other
+    history = int(config.chat_history_ratio * budget)
+    assert loaded.tokens + loaded.recalled_tokens <= history
+
+
+async def test_summary_buffer_notes_keep_the_summary_then_the_recall(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    await long_thread(store, tenant, "What is my beagle called?")
+    await store.write_memory_state(
+        tenant_id=tenant,
+        thread_id="th",
+        write=wm.stores.StateWrite(
+            expected_version=0,
+            summary="The user chats a lot.",
+            facts=(),
+            turn_count=190,
+            reason="update",
+        ),
+    )
+    config = wm.WorkingMemoryConfig(recall_ratio=0.25)  # SUMMARY_BUFFER
+    loaded = await load(wm.WorkingMemory(store=store, config=config), tenant)
+    summary, recall = loaded.notes.split("\n\n", 1)
+    assert summary == "The user chats a lot."
+    assert recall.startswith(RECALL_HEADING)
+    assert "Biscuit" in recall
+    assert loaded.seqs[0] >= 203 - config.recent_turns  # the tail stays recent_turns long
+
+
+async def test_a_current_turn_that_needs_recalls_share_still_fits(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[*chatter(3), user("Biscuit " + "word " * 300)],
+    )
+    loaded = await load(wm.WorkingMemory(store=store, config=RECALLING), tenant, budget=1_000)
+    assert loaded.messages[-1]["role"] == "user"
+    assert loaded.recalled_seqs == ()  # the window took the whole history share
+    with pytest.raises(wm.ContextOverflowError):
+        await load(wm.WorkingMemory(store=store, config=RECALLING), tenant, budget=400)
+
+
+async def test_a_hosts_retriever_is_asked_for_what_is_before_the_window(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    await long_thread(store, tenant, "What is my beagle called?")
+    asked: list[dict[str, Any]] = []
+
+    class Fixed:
+        async def retrieve(
+            self, *, tenant_id: str, thread_id: str, query: str, before_seq: int, limit: int
+        ) -> Sequence[Sequence[wm.Turn]]:
+            asked.append({"tenant": tenant_id, "query": query, "before": before_seq})
+            return [await store.list_turns(tenant_id=tenant_id, thread_id=thread_id, limit=1)]
+
+    retriever = Fixed()
+    assert isinstance(retriever, Retriever)
+    memory = wm.WorkingMemory(store=store, config=RECALLING, retriever=retriever)
+    loaded = await load(memory, tenant)
+    assert asked == [
+        {"tenant": tenant, "query": "What is my beagle called?", "before": loaded.seqs[0]}
+    ]
+    assert loaded.recalled_seqs == (1,)
+
+
+async def test_a_profile_switches_recall_on_for_its_calls(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    await long_thread(store, tenant, "What is my beagle called?")
+    memory = wm.WorkingMemory(store=store, config=wm.WorkingMemoryConfig())
+    profile = wm.Profile(id="recall", working_memory=RECALLING)
+    assert (await load(memory, tenant)).recalled_seqs == ()
+    assert (await load(memory, tenant, profile=profile)).recalled_seqs[:2] == (1, 2)
+
+
+async def test_the_gateway_puts_the_recalled_turns_in_the_system_prompt(
+    store: wm.Store, tenant: str
+) -> None:
+    """Over real HTTP to a scripted upstream: the request the model gets has the recalled turn
+    in its system message, dated, and the window as the client sent it."""
+    from workingmem.gateway import Gateway
+    from workingmem.gateway_config import GatewayConfig
+    from workingmem.llm import OpenAIClient
+    from workingmem.llm.testing import Reply, ScriptedUpstream
+
+    model = wm.ModelInfo(id="answer-model", context_window=4_000, max_output_tokens=500)
+    config = GatewayConfig(
+        default_model="answer-model",
+        cheap_model="answer-model",
+        models={"answer-model": model},
+        working_memory=RECALLING,
+    )
+    await long_thread(store, tenant, "Hello again!")
+    await store.pop_turns(tenant_id=tenant, thread_id="th")
+    async with (
+        ScriptedUpstream(responder=lambda request: Reply("Biscuit.")) as upstream,
+        OpenAIClient(base_url=upstream.base_url, timeout=5, max_retries=0) as client,
+        Gateway(store=store, llm=client, config=config) as gateway,
+    ):
+        result = await gateway.ask(
+            tenant_id=tenant, thread_id="th", user_id="u", message="What is my beagle called?"
+        )
+    assert result.answer == "Biscuit."
+    sent = upstream.requests[-1]["messages"]
+    assert sent[0]["role"] == "system"
+    assert "From earlier in this conversation" in sent[0]["content"]
+    assert "[1] (8 May 2023, 13:56) user: We adopted a beagle puppy" in sent[0]["content"]
+    assert sent[-1] == {"role": "user", "content": "What is my beagle called?"}
+    assert "beagle puppy" not in json.dumps(sent[1:])  # recalled, not in the window
