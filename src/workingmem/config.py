@@ -44,6 +44,12 @@ class WorkingMemoryConfig(Settings):
     conversation" with their turn numbers and dates. The window takes the rest, and recall
     what the window leaves unused too (SUMMARY_BUFFER's short tail leaves most of it). 0, the
     default, switches recall off: the strategies are then exactly as the spec describes."""
+    window_step_ratio: float = Field(default=0.0, ge=0.0, le=0.5)
+    """SLIDING_WINDOW: the share of the window's tokens it may leave unused so that its start
+    moves in steps rather than one unit per request, and a provider's prompt cache (a repeated
+    prefix, billed at a fraction when byte-identical) keeps the history's start. 0, the
+    default, is the longest suffix that fits (R4). The notes come before the history: a recall
+    section (which follows the question) changes the prefix anyway."""
     recent_turns: int = Field(default=12, ge=1, le=10_000)
     """SUMMARY_BUFFER: how many of the newest turns the model reads verbatim."""
     update_every_turns: int = Field(default=6, ge=1, le=10_000)

@@ -204,6 +204,7 @@ class WorkingMemory:
             tokenizer,
             limit=limit,
             reach=config.recent_turns if summary else None,
+            step=0 if summary else math.floor(config.window_step_ratio * limit),
         )
         notes = ""
         if summary:
@@ -262,6 +263,7 @@ class WorkingMemory:
         *,
         limit: int | None,
         reach: int | None,
+        step: int = 0,
     ) -> tuple[list[CountedTurn], int, int, WorkingMemoryState | None]:
         """Reads the tail newest first until the window is decided.
 
@@ -292,6 +294,7 @@ class WorkingMemory:
                 reply_overhead=tokenizer.reply_overhead,
                 at_thread_start=not turns or turns[0].seq == 1,
                 min_seq=min_seq,
+                step_tokens=step,
             )
             if not selection.needs_more:
                 return selection.turns, selection.tokens, total, tail.state

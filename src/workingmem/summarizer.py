@@ -6,10 +6,15 @@
                                                    model="gpt-4o-mini", thread_id="th1"))
 
 The model reads the old summary, the old facts and only the new turns, and answers with JSON:
-``{"summary": str, "facts": [{"text": str, "first_turn": int, "last_turn": int}]}``. Anything
-else (not JSON, a wrong shape, an empty summary where there was one, a summary or facts over
-their caps, an answer cut at `max_tokens`) is `InvalidOutputError`: the caller keeps the
-stored state as it was (R8). Nothing here writes.
+``{"summary": str, "facts": [{"text": str, "first_turn": int, "last_turn": int}],
+"remove": [{"text": str, "why": "contradicted" | "obsolete"}]}``: the facts to add or confirm,
+and the old facts no longer true. The library applies them (`curation.merge_facts`: an old fact
+stays unless removed; repeats are one fact); it never takes a whole new list on trust. Anything
+else (not JSON, a wrong shape, an empty summary where there was one, a summary that merely
+repeats a fact or the last turn, a summary or facts over their caps, an answer cut at
+`max_tokens`) is `InvalidOutputError`: the caller keeps the stored state as it was (R8). A
+summary that comes back unchanged although the new turns said something is `stalled`. Nothing
+here writes.
 """
 
 from __future__ import annotations
@@ -21,21 +26,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import WorkingMemoryConfig
+from .curation import Removal, merge_facts, normalized, repeats
 from .errors import WorkingMemoryError
 from .llm import CallMeta, Completion, LLMClient, LLMError, Usage
 from .prompts import PromptKind, PromptTemplates
-from .transcript import render_turns
+from .transcript import render_turns, text_of
 from .types import Fact, Turn
 
 __all__ = [
     "Caps",
     "InvalidOutputError",
+    "ParsedUpdate",
     "Summarizer",
     "SummaryResult",
+    "parse_answer",
     "parse_update",
     "render_facts",
     "render_turns",
 ]
+
+MAX_REMOVALS = 10
+"""The most facts one update may remove."""
+_WHY = ("contradicted", "obsolete")
+_CONTENT_CHARS = 40
+"""New turns with fewer characters of text than this say nothing a summary must take in."""
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
@@ -63,6 +77,7 @@ class Caps:
         """A bound on the answer's tokens, so that a looping model stops (about 3 characters a
         token for the text, plus the JSON around it)."""
         text = self.summary_max_chars + self.max_facts * (self.fact_max_chars + 40)
+        text += MAX_REMOVALS * (self.fact_max_chars + 30)
         return text // 3 + 200
 
 
@@ -70,7 +85,21 @@ class Caps:
 class SummaryResult:
     summary: str
     facts: tuple[Fact, ...]
+    """The facts after the update: the old ones merged with the answer's (`merge_facts`)."""
     usage: Usage
+    stalled: bool = False
+    """The summary came back unchanged although the new turns said something."""
+    notes: tuple[str, ...] = ()
+    """What of the answer was not applied (a removal naming no fact, facts over the cap)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedUpdate:
+    """A helper's answer, validated: what it proposes, before it is applied."""
+
+    summary: str
+    facts: tuple[Fact, ...]
+    removals: tuple[Removal, ...]
 
 
 def response_schema(caps: Caps) -> dict[str, Any]:
@@ -85,13 +114,23 @@ def response_schema(caps: Caps) -> dict[str, Any]:
         "required": ["text", "first_turn", "last_turn"],
         "additionalProperties": False,
     }
+    removal = {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "maxLength": caps.fact_max_chars},
+            "why": {"type": "string", "enum": list(_WHY)},
+        },
+        "required": ["text", "why"],
+        "additionalProperties": False,
+    }
     return {
         "type": "object",
         "properties": {
             "summary": {"type": "string", "maxLength": caps.summary_max_chars},
             "facts": {"type": "array", "items": fact, "maxItems": caps.max_facts},
+            "remove": {"type": "array", "items": removal, "maxItems": MAX_REMOVALS},
         },
-        "required": ["summary", "facts"],
+        "required": ["summary", "facts", "remove"],
         "additionalProperties": False,
     }
 
@@ -113,10 +152,17 @@ def _span(fact: Fact) -> str:
 def parse_update(
     text: str, *, caps: Caps, previous_summary: str, last_turn: int
 ) -> tuple[str, tuple[Fact, ...]]:
+    """The summary and facts of the helper's answer (`parse_answer` without its removals)."""
+    parsed = parse_answer(text, caps=caps, previous_summary=previous_summary, last_turn=last_turn)
+    return parsed.summary, parsed.facts
+
+
+def parse_answer(text: str, *, caps: Caps, previous_summary: str, last_turn: int) -> ParsedUpdate:
     """Validates the helper's answer; raises InvalidOutputError saying what is wrong.
 
     Turn numbers outside 1..`last_turn` (or reversed) are dropped, not fatal: the fact is
-    still worth keeping, its provenance is not.
+    still worth keeping, its provenance is not. ``remove`` may be missing (a host's own
+    template that asks for none): nothing is removed.
     """
     body = text.strip()
     fenced = _FENCE.match(body)
@@ -148,7 +194,24 @@ def parse_update(
     facts = tuple(
         _fact(item, i, caps=caps, last_turn=last_turn) for i, item in enumerate(raw_facts)
     )
-    return summary, facts
+    return ParsedUpdate(summary, facts, _removals(data.get("remove", [])))
+
+
+def _removals(raw: object) -> tuple[Removal, ...]:
+    if not isinstance(raw, list):
+        raise InvalidOutputError("'remove' is not a list")
+    if len(raw) > MAX_REMOVALS:
+        raise InvalidOutputError(f"{len(raw)} removals; the cap is {MAX_REMOVALS}")
+    removals = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise InvalidOutputError(f"remove[{index}] is not an object with a 'text'")
+        if item.get("why") not in _WHY:
+            raise InvalidOutputError(
+                f"remove[{index}].why must be 'contradicted' or 'obsolete', got {item.get('why')!r}"
+            )
+        removals.append(Removal(item["text"], item["why"]))
+    return tuple(removals)
 
 
 def _fact(item: object, index: int, *, caps: Caps, last_turn: int) -> Fact:
@@ -176,6 +239,10 @@ def _fact(item: object, index: int, *, caps: Caps, last_turn: int) -> Fact:
 
 def _turn_ok(value: object, last_turn: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= last_turn
+
+
+def _carry_content(texts: Sequence[str]) -> bool:
+    return sum(len(text.strip()) for text in texts) >= _CONTENT_CHARS
 
 
 class Summarizer:
@@ -238,10 +305,23 @@ class Summarizer:
         if completion.finish_reason == "length":
             raise InvalidOutputError("the answer was cut at max_tokens")
         last_turn = max((t.seq or 0) for t in turns) if turns else 0
-        new_summary, new_facts = parse_update(
+        parsed = parse_answer(
             completion.text, caps=caps, previous_summary=summary, last_turn=last_turn
         )
-        return SummaryResult(summary=new_summary, facts=new_facts, usage=completion.usage)
+        merged, notes = merge_facts(facts, parsed.facts, parsed.removals, max_facts=caps.max_facts)
+        said = [text_of(t.content) for t in turns if t.role != "tool"]
+        if repeats(parsed.summary, [*(fact.text for fact in merged), *said[-1:]]):
+            raise InvalidOutputError(
+                f"the summary merely repeats a fact or the last turn: {parsed.summary[:80]!r}"
+            )
+        stalled = bool(summary) and normalized(parsed.summary) == normalized(summary)
+        return SummaryResult(
+            summary=parsed.summary,
+            facts=merged,
+            usage=completion.usage,
+            stalled=stalled and _carry_content(said),
+            notes=tuple(notes),
+        )
 
     async def _call(self, prompt: str, caps: Caps, meta: CallMeta) -> Completion:
         mode = self.structured_output

@@ -417,6 +417,10 @@ class UpdateOutcome(enum.StrEnum):
     """The helper call failed (after retries); the state is untouched; a later call retries."""
     CONFLICT = "conflict"
     """The state changed meanwhile (a reset, another writer): the update was dropped."""
+    STALLED = "stalled"
+    """The helper answered, its facts were applied and the turns marked as read, but the
+    summary came back unchanged although the new turns said something: a model that stopped
+    taking in the conversation (reported and logged, not a success)."""
     FAILED = "failed"
     """Anything else (the database, a bug): reported, never raised."""
 

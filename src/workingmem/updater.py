@@ -137,6 +137,8 @@ class SummaryUpdater:
         )
         summary, facts, version = state.summary, tuple(state.facts), state.version
         calls = prompt_tokens = completion_tokens = 0
+        stalled: list[str] = []
+        notes: list[str] = []
         after = state.turn_count
         while after < thread.turn_count:
             chunk = await self._chunk(
@@ -195,12 +197,17 @@ class SummaryUpdater:
                     prompt_tokens,
                     completion_tokens,
                 )
+            if result.stalled:
+                stalled.append(f"{chunk[0].seq}-{covered}")
+            notes.extend(result.notes)
             summary, facts, version, after = result.summary, result.facts, written.version, covered
+        if stalled:
+            notes.insert(0, f"the summary did not change over turns {', '.join(stalled)}")
         return UpdateReport(
             tenant_id,
             thread_id,
-            UpdateOutcome.UPDATED,
-            "",
+            UpdateOutcome.STALLED if stalled else UpdateOutcome.UPDATED,
+            "; ".join(notes),
             calls,
             prompt_tokens,
             completion_tokens,

@@ -263,7 +263,9 @@ async def test_the_summary_schema_gives_json_within_the_caps(model: LocalModelCl
     )
     assert completion.finish_reason == "stop"
     data = json.loads(completion.text)
-    assert list(data) == ["summary", "facts"]
+    assert list(data) == ["summary", "facts", "remove"]
+    assert all(list(r) == ["text", "why"] for r in data["remove"])
+    assert all(r["why"] in ("contradicted", "obsolete") for r in data["remove"])
     assert isinstance(data["summary"], str)
     assert len(data["summary"]) <= caps.summary_max_chars
     assert isinstance(data["facts"], list)

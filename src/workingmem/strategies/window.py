@@ -14,7 +14,13 @@ The rules it keeps (R3, R4, R6):
   the window; when it alone does not fit, `ContextOverflowError`;
 - older units are added newest first while they fit; the first that does not fit ends the
   window, so it is the longest suffix that fits;
-- the window opens on a user turn: leading assistant and tool units are dropped.
+- the window opens on a user turn: leading assistant and tool units are dropped;
+- with `step_tokens`, the window's start moves in steps, to keep a provider's prompt cache
+  (which bills a repeated prefix at a fraction, only when it is byte-identical): it opens on a
+  steady start, a seq of a grid about `step_tokens` wide, leaving no more than `step_tokens`
+  unused. As the thread grows, that start holds until the budget passes it, then jumps a grid
+  ahead: a request's history mostly starts where the previous one's did, instead of one unit
+  later each time.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ def select_window(
     reply_overhead: int,
     at_thread_start: bool,
     min_seq: int = 1,
+    step_tokens: int = 0,
 ) -> Selection:
     """Chooses the window from the tail of a thread.
 
@@ -100,6 +107,8 @@ def select_window(
         min_seq: units that start before this seq are out of reach (SUMMARY_BUFFER's
             `recent_turns`, the switched-off memory's last 20 turns); the current exchange
             is taken whole all the same.
+        step_tokens: the most tokens the window may leave out to open on a steadier start
+            (see the module's rules); 0 for the longest suffix that fits.
 
     Walks the tail newest first, unit by unit, and stops where the window is decided: a load
     pays for the units it sends, not for the whole tail it read.
@@ -142,11 +151,42 @@ def select_window(
 
     while older and not older[-1][3]:
         tokens -= older.pop()[2]
+    if step_tokens > 0 and older and not needs_more:
+        tokens -= _step(tail, older, step_tokens)
     if whole and (older or current):
         chosen = list(tail[(older[-1] if older else current[0])[0] :])  # one slice
     else:
         chosen = [turn for unit in [*reversed(older), *current] for turn in tail[unit[0] : unit[1]]]
     return Selection(turns=chosen, tokens=tokens, needs_more=needs_more)
+
+
+def _step(tail: Sequence[CountedTurn], older: list[_Span], step_tokens: int) -> int:
+    """Drops from `older` (newest first, oldest a user unit) the units before the window's
+    steady start; the tokens dropped.
+
+    The steady starts are a grid of seqs (1, 1 + grid, 1 + 2 x grid, ...), the grid the power
+    of two nearest below the turns `step_tokens` holds at the window's average turn (which
+    changes slowly as a thread grows, so the grid rarely does). The window opens on the first
+    user unit at or after the first grid seq it reaches, when no more than `step_tokens` lie
+    before it; else on its plain start."""
+    first = tail[older[-1][0]].seq
+    turns = len(tail) - older[-1][0]
+    average = max(1.0, sum(unit[2] for unit in older) / max(1, turns))
+    span = int(step_tokens / average)
+    if span < 2:
+        return 0
+    grid = 1 << (span.bit_length() - 1)
+    target = (first - 1 + grid - 1) // grid * grid + 1
+    dropped = 0
+    for index in range(len(older) - 1, -1, -1):  # oldest first
+        start, _, unit_tokens, is_user, _, _ = older[index]
+        if dropped > step_tokens:
+            return 0
+        if is_user and tail[start].seq >= target:
+            del older[index + 1 :]
+            return dropped
+        dropped += unit_tokens
+    return 0
 
 
 _Span = tuple[int, int, int, bool, bool, bool]

@@ -1,0 +1,130 @@
+"""What a summary update may change: the helper proposes, the library applies.
+
+    facts, notes = merge_facts(old, proposed, removals, max_facts=50)
+    repeats(summary, [fact.text for fact in facts] + [last_turn_text])   # a summary to refuse
+
+A small model's answer can be valid JSON within every cap and still spoil the memory: one
+sentence repeated as eight facts, a new list that silently loses what an early turn said, a
+summary that is only the last message again. So the library never takes a whole new list on
+trust. An old fact stays unless the update names it in ``remove`` as contradicted or obsolete;
+the facts the update gives are added, or merged into the old fact they repeat (its turn range
+grown); exact and near-exact repeats are one fact; the cap holds by leaving out the new facts
+that do not fit, never an old one. Pure functions: no I/O, no model.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from .types import Fact
+
+__all__ = ["NEAR", "Removal", "merge_facts", "near_same", "normalized", "repeats"]
+
+NEAR = 0.9
+"""Two texts whose normalized forms match this closely (difflib's ratio) say the same."""
+
+_NOT_WORD = re.compile(r"[\W_]+")
+_ARTICLES = frozenset({"a", "an", "the"})
+_NUMBER = re.compile(r"\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """An old fact the update names as no longer true: its text as the prompt gave it."""
+
+    text: str
+    why: str
+    """``contradicted`` or ``obsolete``."""
+
+
+def normalized(text: str) -> str:
+    """Case, accents, punctuation, spacing and articles aside: what a text says, for comparing."""
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    plain = "".join(c for c in folded if not unicodedata.combining(c))
+    return " ".join(w for w in _NOT_WORD.sub(" ", plain).split() if w not in _ARTICLES)
+
+
+def near_same(a: str, b: str) -> bool:
+    """Whether two normalized texts are the same or nearly (a typo, a word changed); never
+    two that differ in a number (locker 3 is not locker 4)."""
+    if a == b:
+        return True
+    if not a or not b or min(len(a), len(b)) < NEAR * max(len(a), len(b)):
+        return False
+    if _NUMBER.findall(a) != _NUMBER.findall(b):
+        return False
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.quick_ratio() >= NEAR and matcher.ratio() >= NEAR
+
+
+def repeats(summary: str, texts: Iterable[str]) -> bool:
+    """Whether `summary` merely repeats one of `texts` (a fact, the last turn)."""
+    said = normalized(summary)
+    return bool(said) and any(near_same(said, normalized(text)) for text in texts)
+
+
+def merge_facts(
+    old: Sequence[Fact],
+    proposed: Sequence[Fact],
+    removals: Sequence[Removal],
+    *,
+    max_facts: int,
+) -> tuple[tuple[Fact, ...], list[str]]:
+    """The facts after an update, and what was not applied (for the report).
+
+    Old facts in order, less those `removals` name (matched near-exactly; a removal that
+    names no old fact is ignored), then the proposed facts that repeat none of them, in
+    order; a proposed fact that repeats a fact keeps that fact's text and widens its turn
+    range. At most `max_facts`: new facts past it are left out.
+    """
+    notes: list[str] = []
+    kept: list[Fact] = []
+    keys: list[str] = []
+    gone = [normalized(removal.text) for removal in removals]
+    matched = [False] * len(gone)
+    for fact in old:
+        key = normalized(fact.text)
+        hit = next((i for i, g in enumerate(gone) if near_same(key, g)), None)
+        if hit is not None:
+            matched[hit] = True
+            continue
+        _add(kept, keys, fact, key)
+    for removal, found in zip(removals, matched, strict=True):
+        if not found:
+            notes.append(f"a removal named no fact: {removal.text[:80]!r}")
+    left_out = 0
+    for fact in proposed:
+        key = normalized(fact.text)
+        if any(near_same(key, g) for g in gone):
+            continue  # removed and given again in one answer: removed
+        if not _add(kept, keys, fact, key) and len(kept) > max_facts:
+            kept.pop()
+            keys.pop()
+            left_out += 1
+    if left_out:
+        notes.append(f"{left_out} new facts over the cap of {max_facts} left out")
+    return tuple(kept), notes
+
+
+def _add(kept: list[Fact], keys: list[str], fact: Fact, key: str) -> bool:
+    """Appends `fact`, or merges it into the fact it repeats; True when merged."""
+    for index, other in enumerate(keys):
+        if near_same(key, other):
+            kept[index] = _widened(kept[index], fact)
+            return True
+    kept.append(fact)
+    keys.append(key)
+    return False
+
+
+def _widened(fact: Fact, again: Fact) -> Fact:
+    """`fact` with the turn range that covers `again`'s too."""
+    firsts = [t for t in (fact.first_turn, again.first_turn) if t is not None]
+    lasts = [t for t in (fact.last_turn, again.last_turn) if t is not None]
+    if not firsts:
+        return fact
+    return Fact(fact.text, first_turn=min(firsts), last_turn=max(lasts or firsts))

@@ -1,0 +1,175 @@
+"""Summaries a small model cannot spoil: the helper proposes, the library applies. An old fact
+stays unless an update removes it by name; repeats are one fact; the cap never drops an old
+fact; a summary that merely repeats a fact or the last turn is invalid output; one that stops
+taking in new turns is a stalled update. Pure rules first, then through a real helper call."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+import workingmem as wm
+from tests.helpers import DEFAULT_PROFILE, assistant, user
+from workingmem.curation import Removal, merge_facts, near_same, normalized, repeats
+from workingmem.llm import OpenAIClient
+from workingmem.llm.testing import Reply, ScriptedUpstream
+
+LYON = wm.Fact("Lives in Lyon.", first_turn=1, last_turn=1)
+CAR = wm.Fact("Drives a red Fiat 500.", first_turn=3, last_turn=3)
+
+
+def test_a_fact_not_given_again_is_kept() -> None:
+    facts, notes = merge_facts([LYON, CAR], [], [], max_facts=10)
+    assert facts == (LYON, CAR)
+    assert notes == []
+
+
+def test_repeats_are_one_fact_whose_turns_grow() -> None:
+    again = [
+        wm.Fact("lives in lyon", first_turn=9, last_turn=9),
+        wm.Fact("Lives in Lyon!!", first_turn=12, last_turn=12),
+        wm.Fact("Drives a red Fiat 500", first_turn=14, last_turn=15),
+        wm.Fact("Has a cat named Miso.", first_turn=16, last_turn=16),
+        wm.Fact("Has a cat named Misso.", first_turn=17, last_turn=17),  # a typo: near-exact
+    ]
+    facts, _ = merge_facts([LYON, CAR], again, [], max_facts=10)
+    assert [f.text for f in facts] == ["Lives in Lyon.", "Drives a red Fiat 500.", again[3].text]
+    assert [(f.first_turn, f.last_turn) for f in facts] == [(1, 12), (3, 15), (16, 17)]
+
+
+def test_one_sentence_eight_times_is_one_fact() -> None:
+    eight = [wm.Fact("The user likes hiking.", first_turn=n, last_turn=n) for n in range(1, 9)]
+    facts, _ = merge_facts([], eight, [], max_facts=50)
+    assert facts == (wm.Fact("The user likes hiking.", first_turn=1, last_turn=8),)
+
+
+def test_only_a_named_fact_is_removed() -> None:
+    moved = wm.Fact("Lives in Porto.", first_turn=20, last_turn=20)
+    facts, notes = merge_facts(
+        [LYON, CAR],
+        [moved],
+        [Removal("lives in Lyon", "contradicted"), Removal("Owns a boat.", "obsolete")],
+        max_facts=10,
+    )
+    assert facts == (CAR, moved)
+    assert notes == ["a removal named no fact: 'Owns a boat.'"]
+
+
+def test_the_cap_leaves_new_facts_out_never_an_old_one() -> None:
+    new = [wm.Fact(f"Fact number {n}.", first_turn=n, last_turn=n) for n in range(10, 14)]
+    facts, notes = merge_facts([LYON, CAR], new, [], max_facts=4)
+    assert facts == (LYON, CAR, new[0], new[1])
+    assert notes == ["2 new facts over the cap of 4 left out"]
+
+
+def test_what_counts_as_the_same() -> None:
+    assert normalized("  The Café, in LYON! ") == "cafe in lyon"
+    assert near_same(normalized("Has a cat named Miso"), normalized("has a cat named misso"))
+    assert not near_same(normalized("Has a cat"), normalized("Has a dog"))
+    assert not near_same(normalized("Locker number 13"), normalized("Locker number 18"))
+    assert repeats("I love my new bike!", ["Lives in Lyon.", "i love my new bike"])
+    assert not repeats("Ada lives in Lyon and loves her new bike.", ["i love my new bike"])
+
+
+# -- through a real helper call ---------------------------------------------------------------
+
+CONFIG = wm.WorkingMemoryConfig(
+    strategy=wm.Strategy.SUMMARY_BUFFER, recent_turns=4, update_every_turns=4
+)
+Answer = Callable[[str], dict[str, Any]]
+
+
+@pytest.fixture
+def answers() -> list[Answer]:
+    """What the scripted helper answers, in order (each gets the prompt)."""
+    return []
+
+
+@pytest.fixture
+async def memory(store: wm.ThreadStore, answers: list[Answer]) -> AsyncIterator[wm.WorkingMemory]:
+    def respond(request: dict[str, Any]) -> Reply:
+        return Reply(json.dumps(answers.pop(0)(request["messages"][-1]["content"])))
+
+    async with (
+        ScriptedUpstream(responder=respond) as upstream,
+        OpenAIClient(base_url=upstream.base_url, timeout=5, max_retries=0) as client,
+    ):
+        yield wm.WorkingMemory(store=store, config=CONFIG, llm=client)
+
+
+async def update(memory: wm.WorkingMemory, tenant: str, texts: list[str]) -> wm.UpdateReport:
+    messages = [user(t) if i % 2 == 0 else assistant(t) for i, t in enumerate(texts)]
+    await memory.store.append(tenant_id=tenant, thread_id="th", messages=messages)
+    return await memory.update_summary(
+        tenant_id=tenant,
+        thread_id="th",
+        user_id="u",
+        profile=DEFAULT_PROFILE,
+        cheap_model_id="cheap",
+    )
+
+
+def fact(text: str, turn: int) -> dict[str, Any]:
+    return {"text": text, "first_turn": turn, "last_turn": turn}
+
+
+async def test_an_update_that_omits_old_facts_keeps_them_and_removes_only_by_name(
+    memory: wm.WorkingMemory, tenant: str, answers: list[Answer]
+) -> None:
+    answers.append(
+        lambda _: {
+            "summary": "Ada moved to Lyon and bought a car.",
+            "facts": [fact("Lives in Lyon.", 1), fact("Drives a red Fiat 500.", 3)],
+            "remove": [],
+        }
+    )
+    chat = ["I moved to Lyon.", "Nice!", "I bought a red Fiat 500.", "Great choice."]
+    assert (await update(memory, tenant, chat)).outcome is wm.UpdateOutcome.UPDATED
+    seen: list[str] = []
+
+    def moved(prompt: str) -> dict[str, Any]:
+        seen.append(prompt)
+        return {
+            "summary": "Ada moved from Lyon to Porto; she drives a red Fiat 500.",
+            "facts": [fact("Lives in Porto.", 5)],  # the car is not given again
+            "remove": [{"text": "Lives in Lyon.", "why": "contradicted"}],
+        }
+
+    answers.append(moved)
+    chat = ["Actually we moved again, to Porto.", "Porto is lovely.", "Yes!", "Enjoy."]
+    report = await update(memory, tenant, chat)
+    assert report.outcome is wm.UpdateOutcome.UPDATED
+    state = await memory.get_state(tenant_id=tenant, thread_id="th")
+    assert list(state.facts) == ["Drives a red Fiat 500.", "Lives in Porto."]
+    assert '"remove"' in seen[0]  # the prompt asks for removals by name
+
+
+async def test_a_summary_that_repeats_the_last_turn_leaves_the_state_as_it_was(
+    memory: wm.WorkingMemory, tenant: str, answers: list[Answer]
+) -> None:
+    answers.append(lambda _: {"summary": "see you tomorrow", "facts": [], "remove": []})
+    chat = ["I will call the bank about my loan.", "Good idea.", "Thanks!", "See you tomorrow!"]
+    report = await update(memory, tenant, chat)
+    assert report.outcome is wm.UpdateOutcome.INVALID_OUTPUT
+    assert "merely repeats" in report.detail
+    state = await memory.get_state(tenant_id=tenant, thread_id="th")
+    assert (state.version, state.turn_count) == (0, 0)
+
+
+async def test_a_summary_that_stops_taking_in_turns_is_a_stalled_update(
+    memory: wm.WorkingMemory, tenant: str, answers: list[Answer]
+) -> None:
+    same = {"summary": "Ada plans a trip to Japan.", "facts": [], "remove": []}
+    answers.extend([lambda _: same, lambda _: {**same, "facts": [fact("Flies on May 3.", 5)]}])
+    chat = ["I am planning a trip to Japan.", "Exciting!", "In spring.", "Cherry blossoms!"]
+    assert (await update(memory, tenant, chat)).outcome is wm.UpdateOutcome.UPDATED
+    chat = ["My flight is on May 3 from Lisbon.", "Noted.", "And I booked a ryokan.", "Lovely."]
+    report = await update(memory, tenant, chat)
+    assert report.outcome is wm.UpdateOutcome.STALLED
+    assert "did not change over turns 5-8" in report.detail
+    state = await memory.get_state(tenant_id=tenant, thread_id="th")
+    assert state.turn_count == 8  # read: a stalled model is not asked the same turns forever
+    assert list(state.facts) == ["Flies on May 3."]
