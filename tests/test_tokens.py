@@ -96,8 +96,10 @@ SAMPLE_TEXTS = [
 def test_all_lists_exactly_the_public_names() -> None:
     """`__all__` is the interface other modules code against, and every name in it exists."""
     assert sorted(tokens_pkg.__all__) == [
+        "GGUF_KEY_PREFIX",
         "Tokenizer",
         "count_tokens",
+        "register_scheme",
         "tokenizer_for",
         "tokenizer_from_key",
     ]

@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import os
 from collections.abc import Coroutine
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
@@ -39,6 +40,7 @@ from . import (
     open_store,
 )
 from .demo import DemoResult
+from .embedded import LOCAL_MODEL_ENV, LOCAL_MODEL_SHA256_ENV, LocalModelFile
 from .gateway import ThreadMemory
 from .llm import LOCAL_MODEL
 from .service.settings import LOCAL_TENANT
@@ -119,6 +121,25 @@ LocalTenantOpt = Annotated[
         help=f"The tenant; default '{LOCAL_TENANT}', the one a server without API keys serves.",
     ),
 ]
+LocalModelOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--local-model",
+        metavar="PATH",
+        envvar=LOCAL_MODEL_ENV,
+        help=f"Another GGUF file for the local model (a 0.5-1.5B instruct model writes better "
+        f"summaries), used when no upstream is configured; default {LOCAL_MODEL}.",
+    ),
+]
+LocalModelSha256Opt = Annotated[
+    str | None,
+    typer.Option(
+        "--local-model-sha256",
+        metavar="HEX",
+        envvar=LOCAL_MODEL_SHA256_ENV,
+        help="The SHA-256 the --local-model file must have, checked before it is loaded.",
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -148,11 +169,14 @@ def demo(
     working_memory_template: MemoryTemplateOpt = None,
     working_memory_schema: MemorySchemaOpt = None,
     working_memory_scope: MemoryScopeOpt = None,
+    local_model: LocalModelOpt = None,
+    local_model_sha256: LocalModelSha256Opt = None,
 ) -> None:
     """Play a 30-turn conversation through the gateway and show what the model received.
 
     Runs on the embedded defaults: the SQLite file and, unless --upstream is given to serve or
-    OPENAI_BASE_URL / OPENAI_API_KEY are set, the local model on the CPU (no key, no network).
+    OPENAI_BASE_URL / OPENAI_API_KEY are set, the local model on the CPU (no key, no network):
+    SmolLM2-135M-Instruct, or the GGUF file --local-model names.
     Then it prints, for the last request, what SLIDING_WINDOW and SUMMARY_BUFFER put in front
     of the model: the tokens, the notes, the facts; with a working memory, what the model
     wrote in it.
@@ -160,13 +184,21 @@ def demo(
     Example: workingmem demo --working-memory-template profile.md
     """
     from .demo import DEMO_USER_MESSAGES, run_demo
-    from .embedded import choose_upstream
+    from .embedded import choose_upstream, upstream_env
 
     agent_memory = _agent_memory(
         working_memory_template, working_memory_schema, working_memory_scope
     )
+    chosen = None
+    if any(upstream_env()):
+        _local_model_unused(local_model, "OPENAI_BASE_URL / OPENAI_API_KEY")
+    else:
+        chosen = _local_model_file(local_model, local_model_sha256)
     try:
-        upstream = choose_upstream()
+        upstream = choose_upstream(
+            local_model=chosen.path if chosen else None,
+            local_model_sha256=chosen.sha256 if chosen else None,
+        )
     except ImportError as exc:
         errors.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from exc
@@ -216,6 +248,41 @@ def _agent_memory(
     except WorkingMemoryError as exc:
         errors.print(f"[red]error:[/] working memory: {escape(str(exc))}")
     raise typer.Exit(2)
+
+
+def _local_model_file(path: Path | None, sha256: str | None) -> LocalModelFile | None:
+    """The other GGUF file the options name, checked; None for SmolLM2. A missing file, one
+    that is not a GGUF or has another SHA-256 ends the command with one line (2); no
+    llama-cpp-python, with the command that installs it (1)."""
+    from .embedded import local_model_file
+    from .llm._weights import LocalModelUnavailableError
+
+    if path is None:
+        if sha256 is not None:
+            errors.print(
+                "[red]error:[/] --local-model-sha256 (or $WORKINGMEM_LOCAL_MODEL_SHA256) needs "
+                "--local-model (or $WORKINGMEM_LOCAL_MODEL): the default model's SHA-256 is "
+                "always checked",
+                soft_wrap=True,  # one line, whatever the terminal's width
+            )
+            raise typer.Exit(2)
+        return None
+    try:
+        return local_model_file(path, sha256)
+    except ImportError as exc:
+        errors.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from exc
+    except LocalModelUnavailableError as exc:
+        errors.print(f"[red]error:[/] --local-model: {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(2) from exc
+
+
+def _local_model_unused(path: Path | None, upstream: str) -> None:
+    if path is not None:
+        console.print(
+            f"Not using --local-model {escape(str(path))}: an upstream is configured "
+            f"({escape(upstream)})."
+        )
 
 
 def _kind(agent_memory: AgentMemoryConfig) -> str:
@@ -412,6 +479,8 @@ def serve(
             "conversations. Off by default.",
         ),
     ] = None,
+    local_model: LocalModelOpt = None,
+    local_model_sha256: LocalModelSha256Opt = None,
 ) -> None:
     """Run the memory gateway: OpenAI's /v1/chat/completions with memory, REST, a web page.
 
@@ -419,7 +488,8 @@ def serve(
     X-Thread-Id header, and the model gets the thread's memory. With API keys in the database
     every request needs one; without keys it serves one local tenant, on loopback only.
     The page is at http://HOST:PORT/ui/; MCP clients reach the working memory (per user) at
-    http://HOST:PORT/mcp.
+    http://HOST:PORT/mcp. With no upstream, the local model answers on the CPU:
+    SmolLM2-135M-Instruct, or the GGUF file --local-model names (checked before serving).
 
     With --workers N, N processes serve the same port and database (SQLite in WAL mode, or
     PostgreSQL); one ask at a time per thread and one memory update at a time hold across
@@ -471,8 +541,10 @@ def serve(
         )
     env_url, env_key = upstream_env(upstream_api)
     if upstream_api == "anthropic":
+        _local_model_unused(local_model, "--upstream-api anthropic")
         console.print(f"Upstream: {escape(upstream or env_url or 'Anthropic')} (Messages API).")
     elif upstream or env_url or env_key:
+        _local_model_unused(local_model, "--upstream, OPENAI_BASE_URL or OPENAI_API_KEY")
         console.print(f"Upstream: {escape(upstream or env_url or 'OpenAI')}.")
     else:
         if workers > 1:
@@ -483,9 +555,16 @@ def serve(
                 "one worker."
             )
             raise typer.Exit(2)
-        _require_local_model()
+        chosen = _local_model_file(local_model, local_model_sha256)
+        if chosen is None:
+            _require_local_model()
+        else:  # checked: the server's start-up finds its hash and vocabulary in this process
+            settings = replace(
+                settings, local_model_path=str(chosen.path), local_model_sha256=chosen.sha256
+            )
         console.print(
-            f"Upstream: none configured, so the local model {LOCAL_MODEL} answers, on the CPU "
+            f"Upstream: none configured, so the local model "
+            f"{escape(chosen.path.name) if chosen else LOCAL_MODEL} answers, on the CPU "
             "(no key, no network). Set --upstream or OPENAI_API_KEY to use another model."
         )
     if agent_memory is not None:

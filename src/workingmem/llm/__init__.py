@@ -14,6 +14,7 @@
 `workingmem.llm.testing` holds `ScriptedUpstream`, a real OpenAI-compatible server for tests.
 """
 
+from . import _gguf  # noqa: F401 - registers the gguf: tokenizer scheme (a GGUF's vocabulary)
 from ._weights import INSTALL_COMMAND, LOCAL_MODEL, LocalModelUnavailableError, local_model_path
 from .anthropic_client import AnthropicClient
 from .base import (

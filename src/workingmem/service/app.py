@@ -148,6 +148,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             max_retries=settings.upstream_max_retries,
             http="aiohttp" if aiohttp_available() else "httpx",  # the server extra has it
             api=settings.upstream_api,
+            local_model=settings.local_model_path,
+            local_model_sha256=settings.local_model_sha256,
         )
         stack.push_async_callback(upstream.aclose)
         logger.info("answering with %s", upstream.description)

@@ -9,7 +9,8 @@
 ``WORKINGMEM_SERVICE_SETTINGS`` if set (how ``workingmem serve --workers N`` hands its settings to
 the worker processes, which build the app with `create_app()`), ``WORKINGMEM_DATABASE_URL``
 (else the SQLite file ``.workingmem/memory.db``), ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` for
-the upstream.
+the upstream, ``WORKINGMEM_LOCAL_MODEL`` and ``WORKINGMEM_LOCAL_MODEL_SHA256`` for the local
+model's file.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, get_args
 
 from ..agent_memory import AgentMemoryConfig
 from ..config import Profile
-from ..embedded import UpstreamApi, upstream_env
+from ..embedded import LOCAL_MODEL_ENV, LOCAL_MODEL_SHA256_ENV, UpstreamApi, upstream_env
 from ..errors import ValidationError
 from ..gateway_config import GatewayConfig
 
@@ -75,6 +76,12 @@ class ServiceSettings:
     recall_ratio: float | None = None
     """The memory's `recall_ratio` for every call, whatever the upstream's settings (the local
     model's included); None leaves the gateway's own (off unless it sets one)."""
+    local_model_path: str | None = None
+    """Another GGUF file for the local model, when no upstream is configured; None:
+    ``WORKINGMEM_LOCAL_MODEL``, else SmolLM2-135M-Instruct."""
+    local_model_sha256: str | None = None
+    """The SHA-256 `local_model_path` must have, checked before it is loaded (None: not
+    checked); with no `local_model_path`, ``WORKINGMEM_LOCAL_MODEL_SHA256``."""
 
     def __post_init__(self) -> None:
         if self.recall_ratio is not None and not 0 <= self.recall_ratio < 1:
@@ -90,15 +97,22 @@ class ServiceSettings:
     @classmethod
     def from_env(cls) -> ServiceSettings:
         """The settings in ``WORKINGMEM_SERVICE_SETTINGS`` (else the defaults), with the
-        database and the upstream from the environment where they leave them unset."""
+        database, the upstream and the local model's file from the environment where they
+        leave them unset."""
         written = os.environ.get(SETTINGS_ENV)
         settings = cls.from_json(written) if written else cls()
         env_url, env_key = upstream_env(settings.upstream_api)
+        local_path, local_sha256 = settings.local_model_path, settings.local_model_sha256
+        if local_path is None:  # the file and its hash go together
+            local_path = os.environ.get(LOCAL_MODEL_ENV) or None
+            local_sha256 = os.environ.get(LOCAL_MODEL_SHA256_ENV) or None
         return replace(
             settings,
             database_url=settings.database_url or os.environ.get("WORKINGMEM_DATABASE_URL") or None,
             upstream_base_url=settings.upstream_base_url or env_url,
             upstream_api_key=settings.upstream_api_key or env_key,
+            local_model_path=local_path,
+            local_model_sha256=local_sha256,
         )
 
     def to_json(self) -> str:
@@ -140,6 +154,8 @@ class ServiceSettings:
                 "max_body_bytes": self.max_body_bytes,
                 "mcp_user": self.mcp_user,
                 "recall_ratio": self.recall_ratio,
+                "local_model_path": self.local_model_path,
+                "local_model_sha256": self.local_model_sha256,
             }
         )
 

@@ -8,8 +8,12 @@
 The choice, in order:
 
 1. `ModelInfo.tokenizer`, when set: ``o200k_base`` / ``cl100k_base`` (or their keys
-   ``tiktoken:...``), ``estimate:chars4``, or the path of a Hugging Face ``tokenizer.json``
-   (or of its folder, or ``hf:<path>``). Anything else is a `ValidationError`.
+   ``tiktoken:...``), ``estimate:chars4``, a GGUF file's vocabulary (``gguf:<path>``, a path
+   ending in ``.gguf``, or ``gguf:<SHA-256>`` for a file already loaded or the default local
+   model's), or the path of a Hugging Face ``tokenizer.json`` (or of its folder, or
+   ``hf:<path>``). Anything else is a `ValidationError`. A GGUF spec is turned into its
+   tokenizer on first use only; when llama-cpp-python or the file is missing (or the file
+   cannot be read), the estimate counts instead, after one logged warning.
 2. tiktoken's own model table, when it maps the id to o200k_base or cl100k_base.
 3. Otherwise the estimate (``estimate:chars4``), with one logged warning per model id saying
    how to get exact counts. A log record, not `warnings.warn`: hosts that turn warnings into
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from workingmem.errors import ValidationError
 from workingmem.tokens._estimate import ESTIMATE, ESTIMATE_KEY
@@ -60,12 +64,15 @@ def tokenizer_from_key(key: str) -> Tokenizer | None:
     """Rebuilds the tokenizer a stored `Tokenizer.key` names.
 
     Args:
-        key: A key such as ``tiktoken:o200k_base`` or ``hf:/models/llama3/tokenizer.json``.
+        key: A key such as ``tiktoken:o200k_base``, ``hf:/models/llama3/tokenizer.json`` or
+            ``gguf:<SHA-256 of the file>``.
 
     Returns:
         The tokenizer, or None when it cannot be rebuilt here: an unknown key, a
-        ``tokenizer.json`` that is gone or unreadable, or ``tokenizers`` not installed. Counts
-        stored under such a key are then recounted rather than trusted.
+        ``tokenizer.json`` that is gone or unreadable, ``tokenizers`` not installed, a GGUF
+        this process has not loaded (other than the default local model's) or
+        llama-cpp-python not installed. Counts stored under such a key are then recounted
+        rather than trusted.
     """
     if key == ESTIMATE_KEY:
         return ESTIMATE
@@ -76,6 +83,12 @@ def tokenizer_from_key(key: str) -> Tokenizer | None:
         try:
             return hf_tokenizer(key.removeprefix(HF_KEY_PREFIX))
         except ValidationError:
+            return None
+    scheme = _scheme_of(key)
+    if scheme is not None:
+        try:
+            return _SCHEMES[scheme](key.removeprefix(scheme))
+        except (KeyError, ValidationError):
             return None
     return None
 
@@ -128,4 +141,47 @@ def _from_spec(spec: str) -> Tokenizer:
                 "model.tokenizer", f"{spec!r}: only {sorted(EXACT_ENCODINGS)} are available"
             )
         return tiktoken_tokenizer(name)
+    if spec.lower().endswith(".gguf") and _scheme_of(spec) is None:
+        spec = GGUF_KEY_PREFIX + spec
+    if _scheme_of(spec) is not None:
+        return _registered_or_estimate(spec)
     return hf_tokenizer(spec.removeprefix(HF_KEY_PREFIX))
+
+
+GGUF_KEY_PREFIX = "gguf:"
+"""A GGUF file's vocabulary (``gguf:<path>`` or ``gguf:<SHA-256>``), counted by the local
+model's layer (`workingmem.llm._gguf`), which registers the scheme."""
+_SCHEMES: dict[str, Callable[[str], Tokenizer]] = {}
+_KNOWN_SCHEMES = (GGUF_KEY_PREFIX,)
+"""Schemes a spec may name before their layer registers them: counted with the estimate
+until it does."""
+
+
+def register_scheme(prefix: str, factory: Callable[[str], Tokenizer]) -> None:
+    """Lets a layer above count for specs and keys that start with `prefix` (``gguf:``):
+    `factory` gets the rest of the spec and returns the tokenizer, or raises
+    `ValidationError` (the estimate counts then, after a logged warning)."""
+    _SCHEMES[prefix] = factory
+
+
+def _scheme_of(spec: str) -> str | None:
+    return next((p for p in (*_SCHEMES, *_KNOWN_SCHEMES) if spec.startswith(p)), None)
+
+
+def _registered_or_estimate(spec: str) -> Tokenizer:
+    """The tokenizer a registered scheme makes of `spec`, else the estimate after a logged
+    warning: the local model's settings name its GGUF, and must still count where the
+    ``local`` extra or the weights are not installed (a command that only reads memory)."""
+    scheme = _scheme_of(spec) or ""
+    try:
+        factory = _SCHEMES.get(scheme)
+        if factory is None:
+            raise ValidationError("model.tokenizer", f"{spec!r}: nothing counts {scheme} here")
+        return factory(spec.removeprefix(scheme))
+    except ValidationError as exc:
+        logger.warning(
+            "%s: counting tokens with an estimate (4 characters a token) instead of the GGUF's "
+            "own vocabulary",
+            exc.reason,
+        )
+        return ESTIMATE
