@@ -13,7 +13,7 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import DEFAULT_PROFILE, GPT4O, assistant, user
-from workingmem.recall import RECALL_HEADING, Retriever
+from workingmem.recall import DATES_HEADING, RECALL_HEADING, Retriever
 
 START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 RECALLING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW, recall_ratio=0.5)
@@ -213,3 +213,91 @@ async def test_the_gateway_puts_the_recalled_turns_in_the_system_prompt(
     assert "[1] (8 May 2023, 13:56) user: We adopted a beagle puppy" in sent[0]["content"]
     assert sent[-1] == {"role": "user", "content": "What is my beagle called?"}
     assert "beagle puppy" not in json.dumps(sent[1:])  # recalled, not in the window
+
+
+async def test_the_notes_say_when_the_windows_messages_were_written(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """The window's messages stay as sent; the notes give the day each stretch of them began,
+    so that "when did I ..." can be answered of a turn in the window too."""
+    days = [START, START + timedelta(days=17), START + timedelta(days=17, hours=2)]
+    messages = [
+        user("We adopted a beagle puppy and named him Biscuit."),
+        assistant("Biscuit is a great name for a beagle."),
+        user("I ran my first 10k today!"),
+        assistant("Congratulations!"),
+        user("When did I run the 10k?"),
+    ]
+    times = [days[0], days[0], days[1], days[1], days[2]]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages, created_at=times)
+    loaded = await load(wm.WorkingMemory(store=store, config=RECALLING), tenant)
+    assert loaded.seqs == (1, 2, 3, 4, 5)  # the whole thread fits: nothing to recall
+    assert loaded.recalled_seqs == ()
+    assert loaded.notes == (
+        f"{DATES_HEADING}\n"
+        '- 8 May 2023, 13:56: from "We adopted a beagle puppy and named him Biscuit."\n'
+        '- 25 May 2023, 13:56: from "I ran my first 10k today!"'
+    )
+    assert loaded.recalled_tokens == wm.tokenizer_for(GPT4O).count_text(loaded.notes)
+
+
+@pytest.mark.parametrize("rewrite", [True, False])
+async def test_the_rewriters_query_finds_what_the_question_alone_does_not(
+    store: wm.Store, tenant: str, rewrite: bool
+) -> None:
+    """`recall_rewrite`: "Is it vegetarian?" names nothing; with the facts, the rewriter's
+    query does, and recall searches for it too (one cheap-model call, before the answer)."""
+    from workingmem.gateway import Gateway
+    from workingmem.gateway_config import GatewayConfig
+    from workingmem.llm import OpenAIClient
+    from workingmem.llm.testing import Reply, ScriptedUpstream
+
+    messages = [
+        user("I booked a table at Chez Paul, a bistro in Lyon."),
+        assistant("Lovely choice."),
+        *chatter(100),
+    ]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages)
+    await store.write_memory_state(
+        tenant_id=tenant,
+        thread_id="th",
+        write=wm.stores.StateWrite(
+            expected_version=0,
+            summary="Ada plans a dinner in Lyon.",
+            facts=(wm.Fact("Has a table booked at Chez Paul in Lyon."),),
+            turn_count=len(messages),
+            reason="update",
+        ),
+    )
+
+    def respond(request: dict[str, Any]) -> Reply:
+        prompt = str(request["messages"][-1]["content"])
+        if "standalone search query" in prompt:
+            return Reply("vegetarian dishes at the Chez Paul bistro")
+        return Reply("Yes, they have vegetarian dishes.")
+
+    memory = wm.WorkingMemoryConfig(recall_ratio=0.5, recall_rewrite=rewrite)
+    model = wm.ModelInfo(id="answer-model", context_window=4_000, max_output_tokens=500)
+    config = GatewayConfig(
+        default_model="answer-model",
+        cheap_model="answer-model",
+        models={"answer-model": model},
+        working_memory=memory,
+    )
+    async with (
+        ScriptedUpstream(responder=respond) as upstream,
+        OpenAIClient(base_url=upstream.base_url, timeout=5, max_retries=0) as client,
+        Gateway(store=store, llm=client, config=config) as gateway,
+    ):
+        await gateway.ask(
+            tenant_id=tenant, thread_id="th", user_id="u", message="Is it vegetarian?"
+        )
+        await gateway.when_idle()
+    prompts = [str(r["messages"][-1]["content"]) for r in upstream.requests]
+    rewrites = [p for p in prompts if "standalone search query" in p]
+    answer = next(
+        r for r in upstream.requests if r["messages"][-1]["content"] == "Is it vegetarian?"
+    )
+    system = answer["messages"][0]["content"]
+    assert len(rewrites) == (1 if rewrite else 0)
+    assert ("[1] " in system and "I booked a table at Chez Paul" in system) is rewrite

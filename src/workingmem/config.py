@@ -44,6 +44,11 @@ class WorkingMemoryConfig(Settings):
     conversation" with their turn numbers and dates. The window takes the rest, and recall
     what the window leaves unused too (SUMMARY_BUFFER's short tail leaves most of it). 0, the
     default, switches recall off: the strategies are then exactly as the spec describes."""
+    recall_rewrite: bool = False
+    """With recall and SUMMARY_BUFFER's facts: the gateway also searches for the query
+    rewriter's standalone query (R19: "Is it vegetarian?" with the facts becomes "vegetarian
+    restaurants in Lyon"), one cheap-model call before the answer. Off by default: it adds a
+    model call to every request that has facts (`load` itself never calls a model)."""
     window_step_ratio: float = Field(default=0.0, ge=0.0, le=0.5)
     """SLIDING_WINDOW: the share of the window's tokens it may leave unused so that its start
     moves in steps rather than one unit per request, and a provider's prompt cache (a repeated

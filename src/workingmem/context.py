@@ -21,6 +21,7 @@ calls without their results are dropped, the window opens on a user turn).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import Any, cast
 from .agent_memory import AgentMemory
 from .config import Profile
 from .errors import ContextOverflowError
-from .memory import WorkingMemoryProtocol
+from .memory import WorkingMemory, WorkingMemoryProtocol
 from .strategies import select_window
 from .tokens import Tokenizer, tokenizer_for
 from .types import ChatMessage, CountedTurn, MessageIn, ModelInfo, SystemMessage, WorkingMemoryLoad
@@ -109,6 +110,7 @@ class ContextAssembler:
         system_prompt: str | None = None,
         tools: Sequence[dict[str, Any]] = (),
         output_reserve_tokens: int | None = None,
+        recall_query: str | None = None,
     ) -> AssembledContext:
         """Assembles the request; `ContextOverflowError` when even the current turn cannot fit.
 
@@ -117,6 +119,8 @@ class ContextAssembler:
             tools: the tool definitions the call sends (their tokens count against the window).
             output_reserve_tokens: tokens kept for the answer; the profile's, else the model's
                 `max_output_tokens`.
+            recall_query: more words for the built-in memory's recall (`WorkingMemory.load`);
+                a host's own memory is not given them.
         """
         tokenizer = tokenizer_for(model)
         template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
@@ -133,7 +137,10 @@ class ContextAssembler:
                 model.context_window,
                 "the system prompt, tools and output reserve alone fill the window",
             )
-        loaded = await self.memory.load(
+        load = self.memory.load
+        if recall_query and isinstance(self.memory, WorkingMemory):
+            load = functools.partial(self.memory.load, recall_query=recall_query)
+        loaded = await load(
             tenant_id=tenant_id,
             thread_id=thread_id,
             model=model,

@@ -195,6 +195,8 @@ class _Run:
     answer: str | None = None
     rounds: int = 0
     completion: Completion | None = None
+    recall_query: str | None = None
+    """The rewriter's query recall searches for too (`recall_rewrite`), made once a run."""
 
 
 class AnswerStream:
@@ -624,6 +626,22 @@ class Gateway:
                 "forgetting memory need none)",
             )
 
+    async def _recall_query(self, run: _Run) -> str:
+        """The query rewriter's standalone query, for recall to search for too, when the
+        memory asks for it (`recall_rewrite`); "" otherwise. Only a thread with facts costs a
+        model call (the rewriter returns the user's text unchanged without); a failed rewrite
+        is the user's text too."""
+        memory = run.plan.memory
+        if not (memory.enabled and memory.recall_ratio > 0 and memory.recall_rewrite):
+            return ""
+        return await self.rewriter.rewrite(
+            tenant_id=run.tenant_id,
+            thread_id=run.thread_id,
+            user_id=run.user_id,
+            profile=run.plan.profile,
+            cheap_model_id=run.plan.cheap_model.id,
+        )
+
     def _tools(self, user_id: str | None) -> list[dict[str, Any]]:
         agent = self.agent_memory
         if agent is None or not agent.config.enabled:
@@ -652,6 +670,8 @@ class Gateway:
                     output_reserve_tokens=plan.output_reserve_tokens,
                 )
             else:
+                if run.rounds == 0 and run.recall_query is None:
+                    run.recall_query = await self._recall_query(run)
                 context = await self.assembler.build(
                     tenant_id=run.tenant_id,
                     thread_id=run.thread_id,
@@ -661,6 +681,7 @@ class Gateway:
                     system_prompt=plan.system_prompt,
                     output_reserve_tokens=plan.output_reserve_tokens,
                     tools=offer,
+                    recall_query=run.recall_query or None,
                 )
             run.context = context
             run.warnings.extend(w for w in context.warnings if w not in run.warnings)

@@ -23,7 +23,14 @@ from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
 from .errors import ConflictError, ContextOverflowError, NotFoundError, ValidationError
 from .llm import CallMeta, Completion, GuardedClient, LLMClient, UsageGuard
 from .prompts import PromptTemplates
-from .recall import LexicalRetriever, Recalled, Retriever, select_recalled
+from .recall import (
+    LexicalRetriever,
+    Recalled,
+    Retriever,
+    render_days,
+    select_recalled,
+    with_days,
+)
 from .stores.base import StateWrite, ThreadStore, TurnSearchStore
 from .strategies import render_notes, select_window, tail_start
 from .summarizer import Summarizer
@@ -156,8 +163,12 @@ class WorkingMemory:
         model: ModelInfo,
         profile: Profile,
         budget_tokens: int,
+        recall_query: str | None = None,
     ) -> WorkingMemoryLoad:
         """The history part of one model request: the window and the notes.
+
+        `recall_query`: more words for recall to search for besides the newest user turn's
+        (the query rewriter's, `recall_rewrite`); ignored when recall is off.
 
         Raises:
             ValidationError: a budget that is not a positive integer, or a wrong argument type.
@@ -179,7 +190,9 @@ class WorkingMemory:
         history = math.floor(config.chat_history_ratio * budget_tokens)
         if self.retriever is not None and config.recall_ratio > 0:
             try:
-                return await self._load(tenant_id, thread_id, tokenizer, config, history, True)
+                return await self._load(
+                    tenant_id, thread_id, tokenizer, config, history, True, recall_query
+                )
             except ContextOverflowError:
                 pass  # the current exchange needs recall's share too: it goes first
         return await self._load(tenant_id, thread_id, tokenizer, config, history, False)
@@ -192,6 +205,7 @@ class WorkingMemory:
         config: WorkingMemoryConfig,
         history: int,
         recall: bool,
+        recall_query: str | None = None,
     ) -> WorkingMemoryLoad:
         """One strategy's load within `history` tokens; with `recall`, the window leaves
         `recall_ratio` of them to the turns recalled from before it, which also take what
@@ -212,9 +226,9 @@ class WorkingMemory:
                 state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
             notes = render_notes(state)
         recalled = Recalled()
-        if recall and window and window[0].seq > 1:
+        if recall and window:
             recalled = await self._recall(
-                tenant_id, thread_id, tokenizer, window, limit=history - tokens
+                tenant_id, thread_id, tokenizer, window, history - tokens, recall_query
             )
         return _loaded(
             window,
@@ -232,10 +246,23 @@ class WorkingMemory:
         thread_id: str,
         tokenizer: Tokenizer,
         window: list[CountedTurn],
-        *,
         limit: int,
+        extra_query: str | None,
     ) -> Recalled:
-        """The units before the window that match its newest user turn, as many as fit."""
+        """The units before the window that match its newest user turn, as many as fit, and
+        the days the window's turns were written (when the store can say)."""
+        days = ""
+        if isinstance(self.store, TurnSearchStore):
+            firsts = await self.store.turn_days(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                first_seq=window[0].seq,
+                last_seq=window[-1].seq,
+            )
+            days = render_days(firsts)
+            if days and tokenizer.count_text(days) + 2 > limit:
+                days = ""
+        limit -= tokenizer.count_text(days) + 2 if days else 0
         query = next(
             (
                 text_of(t.message.get("content"))
@@ -244,8 +271,10 @@ class WorkingMemory:
             ),
             "",
         )
-        if self.retriever is None or limit <= 0 or not query.strip():
-            return Recalled()
+        if extra_query and extra_query.strip() != query.strip():
+            query = f"{extra_query}\n{query}"  # the rewrite's words first: they name the topic
+        if self.retriever is None or window[0].seq <= 1 or limit <= 0 or not query.strip():
+            return with_days(Recalled(), days, tokenizer)
         units = await self.retriever.retrieve(
             tenant_id=tenant_id,
             thread_id=thread_id,
@@ -253,7 +282,8 @@ class WorkingMemory:
             before_seq=window[0].seq,
             limit=max(8, min(_MAX_RECALLED, limit // _RECALLED_TOKENS)),
         )
-        return select_recalled(units, tokenizer=tokenizer, limit_tokens=limit)
+        recalled = select_recalled(units, tokenizer=tokenizer, limit_tokens=limit)
+        return with_days(recalled, days, tokenizer)
 
     async def _window(
         self,

@@ -22,14 +22,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Protocol, runtime_checkable
 
 from .stores.base import TurnSearchStore
 from .tokens import Tokenizer
-from .transcript import render_turns
+from .transcript import day_of, render_turns, text_of
 from .types import Turn
 
-__all__ = ["RECALL_HEADING", "LexicalRetriever", "Recalled", "Retriever", "select_recalled"]
+__all__ = [
+    "DATES_HEADING",
+    "RECALL_HEADING",
+    "LexicalRetriever",
+    "Recalled",
+    "Retriever",
+    "render_days",
+    "select_recalled",
+    "with_days",
+]
 
 
 @runtime_checkable
@@ -67,6 +77,9 @@ RECALL_HEADING = (
     "From earlier in this conversation ([turn number] (date and time, UTC) role: text):"
 )
 _GAP = "..."
+DATES_HEADING = "When the messages below were written (UTC):"
+_OPENING_CHARS = 60
+"""How much of a day's first message names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +137,26 @@ def _render(
         seqs.extend(unit_seqs)
         last = end
     return "\n".join(lines), tuple(seqs)
+
+
+def render_days(firsts: Sequence[Turn]) -> str:
+    """The first turn of each day of a window (`TurnSearchStore.turn_days`) as the notes'
+    dates: a line per day, its date and time and how its first message opens; "" for none."""
+    lines = []
+    for turn in firsts:
+        if turn.created_at is None:
+            continue
+        moment = turn.created_at.astimezone(UTC)
+        opening = " ".join(text_of(turn.content).split())
+        if len(opening) > _OPENING_CHARS:
+            opening = opening[:_OPENING_CHARS].rsplit(" ", 1)[0] + " ..."
+        lines.append(f'- {day_of(moment)}, {moment:%H:%M}: from "{opening}"')
+    return "\n".join([DATES_HEADING, *lines]) if lines else ""
+
+
+def with_days(recalled: Recalled, days: str, tokenizer: Tokenizer) -> Recalled:
+    """`recalled` with the window's dates after it, counted together."""
+    if not days:
+        return recalled
+    text = "\n\n".join(part for part in (recalled.text, days) if part)
+    return Recalled(text, recalled.seqs, tokenizer.count_text(text))

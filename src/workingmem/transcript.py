@@ -14,12 +14,12 @@ text parts, its calls as ``(called name(arguments))``; a very long turn is cut a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from .types import Turn
 
-__all__ = ["TURN_MAX_CHARS", "render_turn", "render_turns", "text_of"]
+__all__ = ["TURN_MAX_CHARS", "day_of", "render_turn", "render_turns", "text_of"]
 
 TURN_MAX_CHARS = 4_000
 """The longest a turn's text is rendered; the rest is cut, saying how much."""
@@ -50,7 +50,7 @@ def render_turn(turn: Turn) -> str:
     head = f"[{turn.seq}]"
     if turn.created_at is not None:
         moment = turn.created_at.astimezone(UTC)
-        head += f" ({moment.day} {_MONTHS[moment.month - 1]} {moment:%Y, %H:%M})"
+        head += f" ({day_of(moment)}, {moment:%H:%M})"
     if turn.role == "tool":
         head += f" tool result ({turn.tool_call_id})"
     else:
@@ -61,6 +61,11 @@ def render_turn(turn: Turn) -> str:
     if len(text) > TURN_MAX_CHARS:
         text = text[:TURN_MAX_CHARS] + f" [... {len(text) - TURN_MAX_CHARS} characters cut]"
     return f"{head}: {text.strip()}"
+
+
+def day_of(moment: datetime) -> str:
+    """A date as people write it: ``8 May 2023`` (English, whatever the locale)."""
+    return f"{moment.day} {_MONTHS[moment.month - 1]} {moment.year}"
 
 
 def text_of(content: str | list[dict[str, Any]] | None) -> str:

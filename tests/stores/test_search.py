@@ -139,3 +139,21 @@ async def test_a_turn_whose_text_the_database_cannot_index_is_stored_all_the_sam
     assert [[turn.content for turn in unit] for unit in found] == [[nul]]
     turns = await store.list_turns(tenant_id=tenant, thread_id="th")
     assert [turn.content for turn in turns] == [nul, odd]
+
+
+async def test_the_first_turn_of_each_day_of_a_stretch(store: wm.Store, tenant: str) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2023, 5, 8, 23, 30, tzinfo=UTC)
+    may_11 = datetime(2023, 5, 11, 10, 0, tzinfo=UTC)
+    times = [start, start + timedelta(minutes=20), start + timedelta(minutes=40)]
+    times += [may_11, may_11 + timedelta(hours=1), may_11 + timedelta(hours=2)]
+    await store.append(tenant_id=tenant, thread_id="th", messages=CHAT, created_at=times)
+    assert isinstance(store, wm.stores.TurnSearchStore)
+    days = await store.turn_days(tenant_id=tenant, thread_id="th", first_seq=1, last_seq=6)
+    assert [turn.seq for turn in days] == [1, 3, 4]  # 8 May, 9 May (UTC), 11 May
+    assert days[0].content == CHAT[0]["content"]
+    later = await store.turn_days(tenant_id=tenant, thread_id="th", first_seq=5, last_seq=6)
+    assert [turn.seq for turn in later] == [5]
+    with pytest.raises(wm.NotFoundError):
+        await store.turn_days(tenant_id=tenant + "-b", thread_id="th", first_seq=1, last_seq=6)

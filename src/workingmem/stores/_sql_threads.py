@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import ConflictError, NotFoundError, ValidationError
@@ -603,6 +603,32 @@ class SQLThreads:
         unit_of = {turn.seq: unit_seq for unit_seq, unit in units.items() for turn in unit}
         ranked = dict.fromkeys(unit_of[seq] for seq in hits if seq in unit_of)
         return [units[unit_seq] for unit_seq in ranked]
+
+    async def turn_days(
+        self, *, tenant_id: str, thread_id: str, first_seq: int, last_seq: int
+    ) -> list[Turn]:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.read() as session:
+            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            times = await session.rows(
+                "SELECT seq, created_at FROM turns WHERE thread_pk = ? AND seq >= ? AND seq <= ? "
+                "ORDER BY seq",
+                (pk, first_seq, last_seq),
+            )
+            firsts, day = [], None
+            for seq, stamp in times:
+                moment = self._dialect.moment(stamp).astimezone(UTC).date()
+                if moment != day:
+                    firsts.append(seq)
+                    day = moment
+            if not firsts:
+                return []
+            rows = await session.rows(
+                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? "
+                f"AND seq IN ({', '.join('?' * len(firsts))}) ORDER BY seq",
+                (pk, *firsts),
+            )
+        return [self._turn(row) for row in rows]
 
     async def _remember_counts(
         self, pk: int, key: str, counts: dict[int, int], *, seen: str

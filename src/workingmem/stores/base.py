@@ -232,6 +232,14 @@ class TurnSearchStore(Protocol):
         """
         ...
 
+    async def turn_days(
+        self, *, tenant_id: str, thread_id: str, first_seq: int, last_seq: int
+    ) -> list[Turn]:
+        """The first turn of each day (UTC) among the thread's turns `first_seq`..`last_seq`,
+        oldest first: when the stretches of a window were written. `NotFoundError` for an
+        unknown thread or another tenant's."""
+        ...
+
 
 class MemoryStateStore(Protocol):
     """A thread's memory state (summary and facts), its versions and its update lease."""
