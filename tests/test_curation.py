@@ -55,7 +55,7 @@ def test_only_a_named_fact_is_removed() -> None:
         max_facts=10,
     )
     assert facts == (CAR, moved)
-    assert notes == ["a removal named no fact: 'Owns a boat.'"]
+    assert notes == ["1 removals named no fact (e.g. 'Owns a boat.')"]
 
 
 def test_the_cap_leaves_new_facts_out_never_an_old_one() -> None:

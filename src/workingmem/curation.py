@@ -93,9 +93,9 @@ def merge_facts(
             matched[hit] = True
             continue
         _add(kept, keys, fact, key)
-    for removal, found in zip(removals, matched, strict=True):
-        if not found:
-            notes.append(f"a removal named no fact: {removal.text[:80]!r}")
+    unmatched = [r.text for r, found in zip(removals, matched, strict=True) if not found]
+    if unmatched:
+        notes.append(f"{len(unmatched)} removals named no fact (e.g. {unmatched[0][:60]!r})")
     left_out = 0
     for fact in proposed:
         key = normalized(fact.text)

@@ -9,7 +9,8 @@
 
 It sits between the ThreadStore (turns and state) and the ContextAssembler (the request).
 `load` never calls a model and never changes what the thread or its memory hold; its only
-write is the token-count cache, once per turn and tokenizer.
+write is the token-count cache, once per turn and tokenizer. With `recall_ratio`, it also asks
+its `Retriever` for older turns that bear on the current one (`recall.py`).
 """
 
 from __future__ import annotations
@@ -191,11 +192,17 @@ class WorkingMemory:
         if self.retriever is not None and config.recall_ratio > 0:
             try:
                 return await self._load(
-                    tenant_id, thread_id, tokenizer, config, history, True, recall_query
+                    tenant_id,
+                    thread_id,
+                    tokenizer,
+                    config,
+                    history,
+                    recall=True,
+                    query=recall_query,
                 )
             except ContextOverflowError:
                 pass  # the current exchange needs recall's share too: it goes first
-        return await self._load(tenant_id, thread_id, tokenizer, config, history, False)
+        return await self._load(tenant_id, thread_id, tokenizer, config, history, recall=False)
 
     async def _load(
         self,
@@ -204,8 +211,9 @@ class WorkingMemory:
         tokenizer: Tokenizer,
         config: WorkingMemoryConfig,
         history: int,
+        *,
         recall: bool,
-        recall_query: str | None = None,
+        query: str | None = None,
     ) -> WorkingMemoryLoad:
         """One strategy's load within `history` tokens; with `recall`, the window leaves
         `recall_ratio` of them to the turns recalled from before it, which also take what
@@ -228,7 +236,7 @@ class WorkingMemory:
         recalled = Recalled()
         if recall and window:
             recalled = await self._recall(
-                tenant_id, thread_id, tokenizer, window, history - tokens, recall_query
+                tenant_id, thread_id, tokenizer, window, history - tokens, query
             )
         return _loaded(
             window,

@@ -199,7 +199,7 @@ class SummaryUpdater:
                 )
             if result.stalled:
                 stalled.append(f"{chunk[0].seq}-{covered}")
-            notes.extend(result.notes)
+            notes.extend(note for note in result.notes if note not in notes)
             summary, facts, version, after = result.summary, result.facts, written.version, covered
         if stalled:
             notes.insert(0, f"the summary did not change over turns {', '.join(stalled)}")
