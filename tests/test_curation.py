@@ -173,3 +173,16 @@ async def test_a_summary_that_stops_taking_in_turns_is_a_stalled_update(
     state = await memory.get_state(tenant_id=tenant, thread_id="th")
     assert state.turn_count == 8  # read: a stalled model is not asked the same turns forever
     assert list(state.facts) == ["Flies on May 3."]
+
+
+def test_an_empty_fact_is_dropped_not_fatal() -> None:
+    """A small model under a grammar writes them; they say nothing, the rest of the answer
+    stands."""
+    from workingmem.summarizer import Caps, parse_answer
+
+    answer = json.dumps(
+        {"summary": "Ada lives in Lyon.", "facts": [fact("", 1), fact("Lives in Lyon.", 1)]}
+    )
+    parsed = parse_answer(answer, caps=Caps(400, 5, 100), previous_summary="", last_turn=2)
+    assert parsed.facts == (wm.Fact("Lives in Lyon.", first_turn=1, last_turn=1),)
+    assert parsed.removals == ()

@@ -161,7 +161,8 @@ def parse_answer(text: str, *, caps: Caps, previous_summary: str, last_turn: int
     """Validates the helper's answer; raises InvalidOutputError saying what is wrong.
 
     Turn numbers outside 1..`last_turn` (or reversed) are dropped, not fatal: the fact is
-    still worth keeping, its provenance is not. ``remove`` may be missing (a host's own
+    still worth keeping, its provenance is not; so is a fact with an empty text (it says
+    nothing). ``remove`` may be missing (a host's own
     template that asks for none): nothing is removed.
     """
     body = text.strip()
@@ -192,7 +193,9 @@ def parse_answer(text: str, *, caps: Caps, previous_summary: str, last_turn: int
     if len(raw_facts) > caps.max_facts:
         raise InvalidOutputError(f"{len(raw_facts)} facts; the cap is {caps.max_facts}")
     facts = tuple(
-        _fact(item, i, caps=caps, last_turn=last_turn) for i, item in enumerate(raw_facts)
+        fact
+        for i, item in enumerate(raw_facts)
+        if (fact := _fact(item, i, caps=caps, last_turn=last_turn)) is not None
     )
     return ParsedUpdate(summary, facts, _removals(data.get("remove", [])))
 
@@ -214,14 +217,18 @@ def _removals(raw: object) -> tuple[Removal, ...]:
     return tuple(removals)
 
 
-def _fact(item: object, index: int, *, caps: Caps, last_turn: int) -> Fact:
+def _fact(item: object, index: int, *, caps: Caps, last_turn: int) -> Fact | None:
+    """One fact of the answer; None for an empty one (it says nothing: dropped, not fatal,
+    as a small model writes them under a grammar)."""
     if isinstance(item, str):
         item = {"text": item}
     if not isinstance(item, dict):
         raise InvalidOutputError(f"facts[{index}] is not an object")
     text = item.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidOutputError(f"facts[{index}].text is missing or empty")
+    if isinstance(text, str) and not text.strip():
+        return None
+    if not isinstance(text, str):
+        raise InvalidOutputError(f"facts[{index}].text is missing or not a string")
     text = text.strip()
     if _PLACEHOLDER.match(text):
         raise InvalidOutputError(f"facts[{index}] is a placeholder, not a fact: {text!r}")
