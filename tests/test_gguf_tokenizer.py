@@ -21,7 +21,7 @@ import pytest
 from tests.llm.test_local import require_local_model
 from workingmem.embedded import LOCAL_CONTEXT_WINDOW, LOCAL_GATEWAY_CONFIG, LOCAL_TOKENIZER
 from workingmem.errors import ValidationError
-from workingmem.llm import _gguf
+from workingmem.llm import _gguf, _weights
 from workingmem.llm._gguf import GGUFTokenizer, gguf_tokenizer
 from workingmem.llm._weights import LOCAL_MODEL, LOCAL_MODEL_SHA256, LocalModelUnavailableError
 from workingmem.llm.local import LOCAL_MODEL_CONTEXT, chat_messages
@@ -80,7 +80,7 @@ def reference(smollm2: Path) -> Any:
 def fresh_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     """No vocabulary loaded yet (the loaded ones come back after the test)."""
     monkeypatch.setattr(_gguf, "_by_sha", {})
-    monkeypatch.setattr(_gguf, "_hashed", {})
+    monkeypatch.setattr(_weights, "_verified", {})
 
 
 def _worker_prompt_tokens(reference: Any, messages: list[MessageIn]) -> int:

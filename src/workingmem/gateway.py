@@ -670,7 +670,7 @@ class Gateway:
                     output_reserve_tokens=plan.output_reserve_tokens,
                 )
             else:
-                if run.rounds == 0 and run.recall_query is None:
+                if run.recall_query is None:
                     run.recall_query = await self._recall_query(run)
                 context = await self.assembler.build(
                     tenant_id=run.tenant_id,

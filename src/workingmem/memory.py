@@ -24,14 +24,7 @@ from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
 from .errors import ConflictError, ContextOverflowError, NotFoundError, ValidationError
 from .llm import CallMeta, Completion, GuardedClient, LLMClient, UsageGuard
 from .prompts import PromptTemplates
-from .recall import (
-    LexicalRetriever,
-    Recalled,
-    Retriever,
-    render_days,
-    select_recalled,
-    with_days,
-)
+from .recall import LexicalRetriever, Recalled, Retriever, render_days, select_recalled
 from .stores.base import StateWrite, ThreadStore, TurnSearchStore
 from .strategies import render_notes, select_window, tail_start
 from .summarizer import Summarizer
@@ -42,6 +35,7 @@ from .types import (
     MessageIn,
     ModelInfo,
     Strategy,
+    Turn,
     UpdateOutcome,
     UpdateReport,
     WorkingMemoryLoad,
@@ -261,16 +255,14 @@ class WorkingMemory:
         the days the window's turns were written (when the store can say)."""
         days = ""
         if isinstance(self.store, TurnSearchStore):
-            firsts = await self.store.turn_days(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                first_seq=window[0].seq,
-                last_seq=window[-1].seq,
+            days = render_days(
+                await self.store.turn_days(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    first_seq=window[0].seq,
+                    last_seq=window[-1].seq,
+                )
             )
-            days = render_days(firsts)
-            if days and tokenizer.count_text(days) + 2 > limit:
-                days = ""
-        limit -= tokenizer.count_text(days) + 2 if days else 0
         query = next(
             (
                 text_of(t.message.get("content"))
@@ -281,17 +273,16 @@ class WorkingMemory:
         )
         if extra_query and extra_query.strip() != query.strip():
             query = f"{extra_query}\n{query}"  # the rewrite's words first: they name the topic
-        if self.retriever is None or window[0].seq <= 1 or limit <= 0 or not query.strip():
-            return with_days(Recalled(), days, tokenizer)
-        units = await self.retriever.retrieve(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            query=query,
-            before_seq=window[0].seq,
-            limit=max(8, min(_MAX_RECALLED, limit // _RECALLED_TOKENS)),
-        )
-        recalled = select_recalled(units, tokenizer=tokenizer, limit_tokens=limit)
-        return with_days(recalled, days, tokenizer)
+        units: Sequence[Sequence[Turn]] = ()
+        if self.retriever is not None and window[0].seq > 1 and query.strip():
+            units = await self.retriever.retrieve(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                query=query,
+                before_seq=window[0].seq,
+                limit=max(8, min(_MAX_RECALLED, limit // _RECALLED_TOKENS)),
+            )
+        return select_recalled(units, tokenizer=tokenizer, limit_tokens=limit, after=days)
 
     async def _window(
         self,

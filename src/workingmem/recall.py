@@ -8,7 +8,7 @@
 A window holds the newest turns; a question about something said 400 turns ago needs that
 turn. `WorkingMemory.load` asks its retriever, when `recall_ratio` gives recall a share of the
 budget, for units older than the window that match the current user turn, and shows as many
-as fit in the notes (`strategies.select_recalled`). `Retriever` is the protocol: the lexical
+as fit in the notes (`select_recalled`). `Retriever` is the protocol: the lexical
 one is built in; one over embeddings can stand beside it.
 
 What is shown: the units come best first (the retriever's ranking); as many as fit are taken
@@ -38,7 +38,6 @@ __all__ = [
     "Retriever",
     "render_days",
     "select_recalled",
-    "with_days",
 ]
 
 
@@ -95,10 +94,16 @@ class Recalled:
 
 
 def select_recalled(
-    units: Sequence[Sequence[Turn]], *, tokenizer: Tokenizer, limit_tokens: int
+    units: Sequence[Sequence[Turn]], *, tokenizer: Tokenizer, limit_tokens: int, after: str = ""
 ) -> Recalled:
-    """The best-ranked units whose rendering fits `limit_tokens`, in the thread's order."""
-    budget = limit_tokens - tokenizer.count_text(RECALL_HEADING) - 1
+    """The best-ranked units whose rendering fits `limit_tokens`, in the thread's order, then
+    `after` (the window's dates, `render_days`): `after` is kept first when it fits at all,
+    the units take what is left; the whole is counted once more, exactly, at the end."""
+    budget = limit_tokens
+    if after:
+        after_tokens = tokenizer.count_text(after) + 2  # the blank line before it
+        after, budget = ("", budget) if after_tokens > budget else (after, budget - after_tokens)
+    budget -= tokenizer.count_text(RECALL_HEADING) + 1
     chosen: list[tuple[int, str]] = []  # (first seq, rendered unit), best first
     for unit in units:
         if budget <= 0:
@@ -110,13 +115,23 @@ def select_recalled(
         if cost <= budget:
             chosen.append((unit[0].seq, block))
             budget -= cost
-    while chosen:
-        text, seqs = _render(chosen, units)
-        tokens = tokenizer.count_text(text)
-        if tokens <= limit_tokens:
-            return Recalled(text, seqs, tokens)
+    text, seqs, tokens = _joined(chosen, units, after, tokenizer)
+    while chosen and tokens > limit_tokens:
         chosen.pop()  # the worst-ranked goes first
-    return Recalled()
+        text, seqs, tokens = _joined(chosen, units, after, tokenizer)
+    return Recalled(text, seqs, tokens)
+
+
+def _joined(
+    chosen: Sequence[tuple[int, str]],
+    units: Sequence[Sequence[Turn]],
+    after: str,
+    tokenizer: Tokenizer,
+) -> tuple[str, tuple[int, ...], int]:
+    """The notes' recall section and `after`, their seqs and their exact tokens."""
+    text, seqs = _render(chosen, units) if chosen else ("", ())
+    text = "\n\n".join(part for part in (text, after) if part)
+    return text, seqs, tokenizer.count_text(text) if text else 0
 
 
 def _render(
@@ -152,11 +167,3 @@ def render_days(firsts: Sequence[Turn]) -> str:
             opening = opening[:_OPENING_CHARS].rsplit(" ", 1)[0] + " ..."
         lines.append(f'- {day_of(moment)}, {moment:%H:%M}: from "{opening}"')
     return "\n".join([DATES_HEADING, *lines]) if lines else ""
-
-
-def with_days(recalled: Recalled, days: str, tokenizer: Tokenizer) -> Recalled:
-    """`recalled` with the window's dates after it, counted together."""
-    if not days:
-        return recalled
-    text = "\n\n".join(part for part in (recalled.text, days) if part)
-    return Recalled(text, recalled.seqs, tokenizer.count_text(text))

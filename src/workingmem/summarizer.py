@@ -161,9 +161,9 @@ def parse_answer(text: str, *, caps: Caps, previous_summary: str, last_turn: int
     """Validates the helper's answer; raises InvalidOutputError saying what is wrong.
 
     Turn numbers outside 1..`last_turn` (or reversed) are dropped, not fatal: the fact is
-    still worth keeping, its provenance is not; so is a fact with an empty text (it says
-    nothing). ``remove`` may be missing (a host's own
-    template that asks for none): nothing is removed.
+    still worth keeping, its provenance is not. A fact with an empty text is dropped (it says
+    nothing). ``remove`` may be missing (a host's own template that asks for none): nothing is
+    removed.
     """
     body = text.strip()
     fenced = _FENCE.match(body)

@@ -40,7 +40,6 @@ the probe cannot render, `HF_TOKENS_PER_MESSAGE` and `HF_REPLY_PRIMING`, an esti
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import re
 import threading
@@ -52,6 +51,8 @@ from workingmem.errors import ValidationError
 from workingmem.tokens import GGUF_KEY_PREFIX, register_scheme
 from workingmem.tokens._chat import ChatTokenizer
 from workingmem.tokens._hf import HF_REPLY_PRIMING, HF_TOKENS_PER_MESSAGE
+
+from ._weights import file_sha256
 
 __all__ = [
     "GGUF_KEY_PREFIX",
@@ -67,7 +68,6 @@ GGUF_MAGIC = b"GGUF"
 _FIELD = "model.tokenizer"
 _INSTALL_HINT = "pip install 'workingmem[local]'"
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_CHUNK = 1 << 20
 _META_BYTES = 256
 """Room for one metadata value we read (an architecture's name, a number)."""
 
@@ -77,8 +77,6 @@ _lock = threading.Lock()
 """Guards the caches below and every load; counting takes its tokenizer's own lock."""
 _by_sha: dict[str, GGUFTokenizer] = {}
 """SHA-256 -> the tokenizer of the file that has it, loaded once per process."""
-_hashed: dict[tuple[Path, int, int], str] = {}
-"""(resolved path, size, mtime_ns) -> SHA-256 of the files hashed in this process."""
 _backend_ready = False
 
 
@@ -196,24 +194,10 @@ def _gguf_path(spec: str) -> Path:
 
 
 def _file_sha256(path: Path) -> str:
-    """The file's SHA-256, hashed once per process while its size and mtime stay the same."""
     try:
-        stat = path.stat()
-        seen = (path, stat.st_size, stat.st_mtime_ns)
-        with _lock:
-            known = _hashed.get(seen)
-        if known is not None:
-            return known
-        digest = hashlib.sha256()
-        with path.open("rb") as file:
-            while chunk := file.read(_CHUNK):
-                digest.update(chunk)
+        return file_sha256(path)
     except OSError as exc:
         raise ValidationError(_FIELD, f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
-    sha256 = digest.hexdigest()
-    with _lock:
-        _hashed[seen] = sha256
-    return sha256
 
 
 def _load(path: Path, sha256: str) -> GGUFTokenizer:

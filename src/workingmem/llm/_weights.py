@@ -94,6 +94,28 @@ def local_model_path() -> Path:
     return path
 
 
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256 (hex), computed once per process while its size and modification time
+    stay the same: the weights' check and a GGUF tokenizer's key read it alike.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _verified_lock:
+        known = _verified.get(key)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while chunk := file.read(_CHUNK):
+            digest.update(chunk)
+    with _verified_lock:
+        _verified[key] = digest.hexdigest()
+    return _verified[key]
+
+
 def verify_weights(path: Path, sha256: str) -> None:
     """Checks that `path` is a readable file whose SHA-256 is `sha256` (hex).
 
@@ -102,20 +124,10 @@ def verify_weights(path: Path, sha256: str) -> None:
             (a truncated download, another file); the message carries both hashes.
     """
     try:
-        stat = path.stat()
+        path.stat()  # a missing file: "cannot read", below
         if not path.is_file():
             raise LocalModelUnavailableError(f"the local model's weights at {path} are not a file")
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
-        with _verified_lock:
-            actual = _verified.get(key)
-        if actual is None:
-            digest = hashlib.sha256()
-            with path.open("rb") as file:
-                while chunk := file.read(_CHUNK):
-                    digest.update(chunk)
-            actual = digest.hexdigest()
-            with _verified_lock:
-                _verified[key] = actual
+        actual = file_sha256(path)
     except OSError as exc:
         raise LocalModelUnavailableError(
             f"cannot read the local model's weights at {path} ({exc.strerror or exc}); "

@@ -261,6 +261,14 @@ def counted_tail(
     return turns, missing
 
 
+def check_seq(field: str, value: object, *, minimum: int = 0) -> int:
+    """`value` as a seq argument (an int, not a bool, at least `minimum`), else a
+    `ValidationError` naming `field`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValidationError(field, f"must be a seq (an int >= {minimum}), got {value!r}")
+    return value
+
+
 def check_page(limit: int, offset: int) -> None:
     if not 1 <= limit <= 1_000:
         raise ValidationError("limit", f"must be between 1 and 1000, got {limit}")

@@ -62,7 +62,7 @@ class SQLResponses:
         tenant_id, thread_id = _rows.check_scope(tenant_id, response.thread_id)
         response_id = check_id("response_id", response.response_id)
         seqs = [
-            _check_seq(f"response.{name}", value)
+            _rows.check_seq(f"response.{name}", value)
             for name, value in (
                 ("input_seq", response.input_seq),
                 ("output_seq", response.output_seq),
@@ -202,12 +202,6 @@ def check_metadata(metadata: object) -> dict[str, str]:
             raise ValidationError(field, "contains text that is not valid Unicode")
         clean[key] = value
     return clean
-
-
-def _check_seq(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(field, f"must be a seq (an int >= 0), got {value!r}")
-    return value
 
 
 def _dumps_body(body: object) -> str:

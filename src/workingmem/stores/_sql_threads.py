@@ -117,10 +117,8 @@ class SQLThreads:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
             check_id("user_id", user_id)
-        if after_seq is not None and (
-            isinstance(after_seq, bool) or not isinstance(after_seq, int) or after_seq < 0
-        ):
-            raise ValidationError("after_seq", f"must be a seq (an int >= 0), got {after_seq!r}")
+        if after_seq is not None:
+            _rows.check_seq("after_seq", after_seq)
         clean, origins = normalize_turns(messages)
         now = _rows.utcnow()
         times = _rows.check_times(created_at, len(clean), now)  # the order checked below too
@@ -308,10 +306,7 @@ class SQLThreads:
         """A new thread with the source's turns up to `through_seq` (see `TurnStore`)."""
         tenant_id, source_id = _rows.check_scope(tenant_id, source_id)
         thread_id = check_id("thread_id", thread_id)
-        if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < 0:
-            raise ValidationError(
-                "through_seq", f"must be a seq (an int >= 0), got {through_seq!r}"
-            )
+        _rows.check_seq("through_seq", through_seq)
         stamp = self._dialect.stamp(_rows.utcnow())
         async with self._dialect.write() as session:
             source = await self._thread_row(session, tenant_id, source_id, lock=True)
@@ -574,10 +569,8 @@ class SQLThreads:
         if not isinstance(query, str):
             raise ValidationError("query", f"must be a string, got {type(query).__name__}")
         _rows.check_page(limit, 0)
-        if before_seq is not None and (
-            isinstance(before_seq, bool) or not isinstance(before_seq, int) or before_seq < 1
-        ):
-            raise ValidationError("before_seq", f"must be a seq (an int >= 1), got {before_seq!r}")
+        if before_seq is not None:
+            _rows.check_seq("before_seq", before_seq, minimum=1)
         words = _search.terms(query)
         async with self._dialect.read() as session:
             row = await self._thread_row(session, tenant_id, thread_id)

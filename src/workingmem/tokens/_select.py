@@ -88,7 +88,7 @@ def tokenizer_from_key(key: str) -> Tokenizer | None:
     if scheme is not None:
         try:
             return _SCHEMES[scheme](key.removeprefix(scheme))
-        except (KeyError, ValidationError):
+        except ValidationError:
             return None
     return None
 
@@ -141,10 +141,11 @@ def _from_spec(spec: str) -> Tokenizer:
                 "model.tokenizer", f"{spec!r}: only {sorted(EXACT_ENCODINGS)} are available"
             )
         return tiktoken_tokenizer(name)
-    if spec.lower().endswith(".gguf") and _scheme_of(spec) is None:
+    if spec.lower().endswith(".gguf") and not spec.startswith(GGUF_KEY_PREFIX):
         spec = GGUF_KEY_PREFIX + spec
-    if _scheme_of(spec) is not None:
-        return _registered_or_estimate(spec)
+    scheme = _scheme_of(spec)
+    if scheme is not None:
+        return _registered_or_estimate(spec, scheme)
     return hf_tokenizer(spec.removeprefix(HF_KEY_PREFIX))
 
 
@@ -152,9 +153,7 @@ GGUF_KEY_PREFIX = "gguf:"
 """A GGUF file's vocabulary (``gguf:<path>`` or ``gguf:<SHA-256>``), counted by the local
 model's layer (`workingmem.llm._gguf`), which registers the scheme."""
 _SCHEMES: dict[str, Callable[[str], Tokenizer]] = {}
-_KNOWN_SCHEMES = (GGUF_KEY_PREFIX,)
-"""Schemes a spec may name before their layer registers them: counted with the estimate
-until it does."""
+"""Prefix -> what makes its tokenizer, registered by the layer that can (`register_scheme`)."""
 
 
 def register_scheme(prefix: str, factory: Callable[[str], Tokenizer]) -> None:
@@ -165,19 +164,15 @@ def register_scheme(prefix: str, factory: Callable[[str], Tokenizer]) -> None:
 
 
 def _scheme_of(spec: str) -> str | None:
-    return next((p for p in (*_SCHEMES, *_KNOWN_SCHEMES) if spec.startswith(p)), None)
+    return next((prefix for prefix in _SCHEMES if spec.startswith(prefix)), None)
 
 
-def _registered_or_estimate(spec: str) -> Tokenizer:
+def _registered_or_estimate(spec: str, scheme: str) -> Tokenizer:
     """The tokenizer a registered scheme makes of `spec`, else the estimate after a logged
     warning: the local model's settings name its GGUF, and must still count where the
     ``local`` extra or the weights are not installed (a command that only reads memory)."""
-    scheme = _scheme_of(spec) or ""
     try:
-        factory = _SCHEMES.get(scheme)
-        if factory is None:
-            raise ValidationError("model.tokenizer", f"{spec!r}: nothing counts {scheme} here")
-        return factory(spec.removeprefix(scheme))
+        return _SCHEMES[scheme](spec.removeprefix(scheme))
     except ValidationError as exc:
         logger.warning(
             "%s: counting tokens with an estimate (4 characters a token) instead of the GGUF's "
