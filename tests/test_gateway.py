@@ -4,7 +4,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -484,3 +488,30 @@ async def test_an_answer_too_large_to_store_is_the_upstreams_fault(
         await gateway.ask(tenant_id=tenant, thread_id="th", message="Write a lot.")
     turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
     assert [t.role for t in turns] == ["user"]  # the question stays, for a retry
+
+
+def test_entering_a_gateway_builds_its_models_tokenizers(tmp_path: Path) -> None:
+    """The first request must not pay ~0.5-1 s for an OpenAI vocabulary: a fresh interpreter
+    (this process built them long ago) has the encoding once the gateway is entered."""
+    probe = f"""
+import asyncio, json
+import workingmem as wm
+from workingmem.gateway import Gateway
+from workingmem.gateway_config import GatewayConfig
+from workingmem.tokens import _tiktoken
+
+async def main() -> None:
+    store = await wm.open_store({str(tmp_path / "warm.db")!r})
+    before = sorted(_tiktoken._encodings)
+    async with Gateway(store=store, config=GatewayConfig(default_model="gpt-4o-mini")):
+        print(json.dumps([before, sorted(_tiktoken._encodings)]))
+    await store.aclose()
+
+asyncio.run(main())
+"""
+    path = [str(Path(wm.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    assert json.loads(result.stdout.splitlines()[-1]) == [[], ["o200k_base"]]

@@ -38,7 +38,7 @@ from .background import BackgroundQueue
 from .config import Profile
 from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .conversations import extends, find_conversation
-from .errors import ConflictError, ValidationError
+from .errors import ConflictError, ValidationError, WorkingMemoryError
 from .formats import carrying
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .leases import keep_renewed
@@ -295,8 +295,21 @@ class Gateway:
         self.queue = queue or BackgroundQueue()
 
     async def __aenter__(self) -> Self:
+        """Starts the background queue and builds the profiles' tokenizers off the loop, so
+        that the first request does not pay for them (an OpenAI vocabulary takes ~0.5-1 s)."""
         self.queue.start()
+        await asyncio.to_thread(self._build_tokenizers)
         return self
+
+    def _build_tokenizers(self) -> None:
+        """A tokenizer that cannot be built (a missing local file) is the requests' error to
+        report, not the start's: a profile no request uses must not stop the service."""
+        for profile in self.profiles:
+            model = self.plan(profile).model
+            try:
+                tokenizer_for(model)
+            except WorkingMemoryError as exc:
+                logger.warning("the tokenizer of %s is not ready: %s", model.id, exc)
 
     async def __aexit__(
         self,
