@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, TypedDict
 
 import workingmem as wm
@@ -133,3 +137,15 @@ def assert_valid_anthropic_request(body: dict[str, Any]) -> None:
     if thinking and isinstance(last, list) and last and last[0]["type"] == "tool_result":
         opening = messages[-2]["content"][0]["type"]
         assert opening in ("thinking", "redacted_thinking"), "the call's thinking is missing"
+
+
+def run_fresh(code: str) -> str:
+    """The last line `code` prints in a fresh interpreter, with this process's copy of the
+    package on its path: for what a test process, which imported and built everything long
+    ago, cannot show (what an import loads, what a start builds)."""
+    path = [str(Path(wm.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    return result.stdout.splitlines()[-1]

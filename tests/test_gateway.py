@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +11,13 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from tests.helpers import assert_in_provider_order, assistant, summarizing_responder, user
+from tests.helpers import (
+    assert_in_provider_order,
+    assistant,
+    run_fresh,
+    summarizing_responder,
+    user,
+)
 from workingmem.gateway import Gateway
 from workingmem.gateway_config import GatewayConfig, Overrides
 from workingmem.llm import OpenAIClient
@@ -509,9 +512,4 @@ async def main() -> None:
 
 asyncio.run(main())
 """
-    path = [str(Path(wm.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
-    )
-    assert json.loads(result.stdout.splitlines()[-1]) == [[], ["o200k_base"]]
+    assert json.loads(run_fresh(probe)) == [[], ["o200k_base"]]

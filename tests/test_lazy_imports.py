@@ -8,12 +8,8 @@ interpreter, since this test process has long imported everything.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import workingmem as wm
+from tests.helpers import run_fresh
 
 DEFERRED = (
     "openai",
@@ -35,14 +31,7 @@ DEFERRED = (
 def loaded_after(code: str) -> set[str]:
     """Which of `DEFERRED` a fresh interpreter has loaded after running `code`."""
     report = f"import json, sys; print(json.dumps(sorted(set(sys.modules) & {set(DEFERRED)!r})))"
-    # The same copy of the package as this test process, wherever it is installed from.
-    path = [str(Path(wm.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
-    probe = f"{code}\n{report}"
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
-    )
-    return set(json.loads(result.stdout.splitlines()[-1]))
+    return set(json.loads(run_fresh(f"{code}\n{report}")))
 
 
 def test_import_workingmem_loads_no_sdk_and_no_optional_backend() -> None:
