@@ -509,6 +509,21 @@ async def test_writers_that_found_no_thread_create_it_once(
         assert [(t.thread_id, t.user_id, t.turn_count) for t in threads] == [("th", "u1", 6)]
 
 
+async def test_a_thread_a_read_found_missing_is_created_counted_for_that_reads_model(
+    store: wm.Store, tenant: str
+) -> None:
+    """A first request reads the thread (missing), then appends to it: the turns are counted
+    as they are written, so the read after them counts nothing and stores nothing."""
+    with pytest.raises(wm.NotFoundError):
+        await _read(store, tenant, GPT_4O)
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hi"), assistant("yo")])
+    tail = await _read(store, tenant, _never_counting(GPT_4O))
+    assert [t.tokens for t in tail.turns] == [
+        GPT_4O.count_message(user("hi")),
+        GPT_4O.count_message(assistant("yo")),
+    ]
+
+
 @pytest.mark.parametrize("registered", [False, True], ids=["new-tokenizer", "registered"])
 async def test_counts_of_a_read_whose_thread_was_deleted_meanwhile_are_dropped(
     store: wm.Store, tenant: str, registered: bool

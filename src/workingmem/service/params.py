@@ -71,7 +71,14 @@ class PageQuery:
     limit: LimitQuery = 20
 
 
-Page = Annotated[PageQuery, Depends()]
+async def _page(
+    order: OrderQuery = "desc", after: AfterQuery = None, limit: LimitQuery = 20
+) -> PageQuery:
+    # A coroutine: FastAPI runs a class or a plain function dependency in its thread pool.
+    return PageQuery(order=order, after=after, limit=limit)
+
+
+Page = Annotated[PageQuery, Depends(_page)]
 
 
 ResponseIdPath = Annotated[
@@ -114,20 +121,28 @@ def thread_header(thread_id: str) -> dict[str, str]:
     return {"X-Thread-Id": thread_id.encode("utf-8").decode("latin-1")}  # UTF-8 on the wire
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _AskHeaders:
     """The headers of a request the model answers: its thread, user, profile and history,
     read as UTF-8 (`header_text`)."""
 
-    x_thread_id: ThreadIdHeader = None
-    x_user_id: UserIdHeader = None
-    x_profile: ProfileHeader = None
-    x_history: HistoryHeader = None
-
-    def __post_init__(self) -> None:
-        self.x_thread_id = header_text(self.x_thread_id)
-        self.x_user_id = header_text(self.x_user_id)
-        self.x_profile = header_text(self.x_profile)
+    x_thread_id: str | None
+    x_user_id: str | None
+    x_profile: str | None
+    x_history: Literal["memory", "client"] | None
 
 
-AskHeaders = Annotated[_AskHeaders, Depends()]
+async def _ask_headers(
+    x_thread_id: ThreadIdHeader = None,
+    x_user_id: UserIdHeader = None,
+    x_profile: ProfileHeader = None,
+    x_history: HistoryHeader = None,
+) -> _AskHeaders:
+    """A coroutine, so that FastAPI calls it on the loop: a class or a plain function as a
+    dependency runs in its thread pool, a trip between threads on every request."""
+    return _AskHeaders(
+        header_text(x_thread_id), header_text(x_user_id), header_text(x_profile), x_history
+    )
+
+
+AskHeaders = Annotated[_AskHeaders, Depends(_ask_headers)]

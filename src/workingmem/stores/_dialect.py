@@ -74,8 +74,20 @@ class KnownAppend:
     others: list[tuple[str, int, int]]
     """(tokenizer key, relative seq, tokens) with the thread's other tokenizers."""
     create: bool = False
-    """Create the thread first when there is none (it was last seen missing, or empty): a
-    new thread has no turns and no tokenizers, so the expectation holds for it."""
+    """Create the thread first when there is none (it was last seen missing, or empty),
+    with `tokenizers` (those the read that found it missing counts with), so the expectation
+    holds for it; a thread another writer created meanwhile does not meet it."""
+
+    def thread_row(self) -> tuple[object, ...]:
+        """The parameters of `INSERT_THREAD` for the thread `create` makes."""
+        return (
+            self.tenant_id,
+            self.thread_id,
+            self.user_id,
+            self.stamp,
+            self.stamp,
+            self.tokenizers,
+        )
 
 
 @dataclass(frozen=True, slots=True)

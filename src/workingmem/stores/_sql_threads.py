@@ -60,8 +60,8 @@ an append needs, in the statement that locks the row."""
 _TURN_COLUMNS = "seq, message, created_at, format, item"
 """A turn as `_turn` reads it back."""
 INSERT_THREAD = (
-    "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING"
+    "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at, tokenizers) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING"
 )
 """A new thread's row, with no turns; nothing when it exists."""
 INSERT_TURN = (
@@ -427,7 +427,7 @@ class SQLThreads:
         writer created it since this transaction looked."""
         row = await session.row(
             f"{INSERT_THREAD} RETURNING {THREAD_COLUMNS}",
-            (tenant_id, thread_id, user_id, stamp, stamp),
+            (tenant_id, thread_id, user_id, stamp, stamp, _NEW_TOKENIZERS),
         )
         return row or await self._thread_row(session, tenant_id, thread_id, lock=True)
 
@@ -545,7 +545,9 @@ class SQLThreads:
             TailRead(tokenizer.key, tenant_id, thread_id, limit, before_seq, tokens)
         )
         if found is None:
-            self._known.saw(tenant_id, thread_id, 0, _NEW_TOKENIZERS)  # a first append creates it
+            # A first append creates it, its turns counted for this tokenizer as they are
+            # written, as a read after it would count them.
+            self._known.saw(tenant_id, thread_id, 0, json.dumps([tokenizer.key]))
             raise NotFoundError("thread", thread_id)
         row, tail = found
         turns, missing = _rows.counted_tail(tokenizer, tail)

@@ -10,13 +10,16 @@ window is one trip, as a synchronous `sqlite3` read would be, without blocking t
 
 Calls run in the order they were made, each to its end, even when the task awaiting it is
 cancelled (a client that went away): what `SQLiteDialect` relies on to end a transaction a
-cancelled holder left open.
+cancelled holder left open. `idle` tells when nothing handed to the thread is left to run, for
+a caller that may then do the work on its own thread instead (`SQLiteDialect`'s inline
+connections) without passing anything queued before it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -40,6 +43,11 @@ class Connection:
     def __init__(self, db: sqlite3.Connection, worker: ThreadPoolExecutor) -> None:
         self._db = db
         self._worker = worker
+        self._sent = 0
+        """Calls handed to the thread (under `_sending`: any thread may hand one)."""
+        self._ran = 0
+        """Calls the thread has finished (written by the thread alone)."""
+        self._sending = threading.Lock()
 
     @classmethod
     async def open(cls, path: str) -> Connection:
@@ -65,11 +73,30 @@ class Connection:
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Runs `fn` with the connection in its thread: one trip, whatever `fn` runs."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, self._db)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, self._counted(fn), self._db)
 
     def submit(self, fn: Callable[[sqlite3.Connection], object]) -> None:
         """Queues `fn` behind every call made so far, without waiting for it."""
-        self._worker.submit(fn, self._db)
+        self._worker.submit(self._counted(fn), self._db)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing handed to the thread is queued or running, and its connection has no
+        transaction open (one a cancelled holder left is ended by the next call)."""
+        return self._ran == self._sent and not self._db.in_transaction
+
+    def _counted(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[sqlite3.Connection], T]:
+        with self._sending:
+            self._sent += 1
+
+        def run(db: sqlite3.Connection) -> T:
+            try:
+                return fn(db)
+            finally:
+                self._ran += 1
+
+        return run
 
     async def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         return await self.call(lambda db: db.execute(sql, params).fetchall())

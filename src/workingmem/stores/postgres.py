@@ -372,10 +372,7 @@ class PostgresDialect(Dialect):
             # The thread's row first, in the same round trip (the statement cannot see a row
             # its own WITH inserts).
             async with self.write() as session:
-                await session.queue(
-                    INSERT_THREAD,
-                    (write.tenant_id, write.thread_id, write.user_id, write.stamp, write.stamp),
-                )
+                await session.queue(INSERT_THREAD, write.thread_row())
                 rows = await session.rows(_APPEND_KNOWN, params)
         else:
             rows = await self._statement(_APPEND_KNOWN, params)

@@ -10,8 +10,10 @@ Two connections, each with its own thread (`_sqlite_thread`): one writer, whose 
 are `BEGIN IMMEDIATE` and serialized by a lock (so two coroutines never interleave inside one
 transaction), and one reader, whose multi-statement reads run in one snapshot. WAL lets the
 reader go on while the writer writes, and other processes share the file safely
-(``busy_timeout`` waits for their locks). A statement is one trip to a connection's thread;
-the window read, the hot path, is one trip for all its statements.
+(``busy_timeout`` waits for their locks). A session's statements travel to its connection's
+thread together, a trip for several; and where no trip is needed at all (nothing queued on
+the thread, no other process holding the lock) a session runs on the loop's own connections
+instead (`SQLiteDialect`).
 """
 
 from __future__ import annotations
@@ -127,12 +129,25 @@ Step = Callable[[sqlite3.Connection], object]
 class _Session:
     """The statements of one transaction on one connection. What is queued (its BEGIN, the
     writes whose result nobody reads) travels with the next statement that is read, or with
-    the COMMIT: an append is two trips to the connection's thread, not one per statement."""
+    the COMMIT: an append is two trips to the connection's thread, not one per statement.
 
-    def __init__(self, db: Connection, begin: str) -> None:
+    With an `inline` connection (the loop's own, see `SQLiteDialect`), the trips run right
+    here and cost no trip at all. Only the first trip can meet another process's lock (a
+    write's ``BEGIN IMMEDIATE`` takes all it needs, a read's first statement its snapshot);
+    told to wait there, the session rolls back what it began and goes to the connection's
+    thread, which does the waiting (``busy_timeout``) off the loop."""
+
+    def __init__(self, db: Connection, begin: str, inline: sqlite3.Connection | None) -> None:
         self._db = db
+        self._inline = inline
         self._pending: list[Step] = [lambda c: _open(c, begin)]
-        self._committed = False
+        self._begun = False
+        self._ended = False
+
+    @property
+    def inline(self) -> bool:
+        """Whether the session ran on the loop's own connection."""
+        return self._inline is not None
 
     async def _trip(self, last: Callable[[sqlite3.Connection], T]) -> T:
         pending, self._pending = self._pending, []
@@ -142,7 +157,23 @@ class _Session:
                 step(c)
             return last(c)
 
+        first, self._begun = not self._begun, True
+        if self._inline is not None:
+            try:
+                return run(self._inline)
+            except sqlite3.OperationalError as exc:
+                if not (first and _busy(exc)):
+                    raise
+                _rollback(self._inline)
+                self._inline = None  # another process holds the lock: the thread waits
         return await self._db.call(run)
+
+    async def whole(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Runs `fn`, which begins and ends its own transaction, as the session's one trip."""
+        self._pending = []
+        result = await self._trip(fn)
+        self._ended = True
+        return result
 
     async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Row]:
         return await self._trip(lambda c: c.execute(sql, params).fetchall())
@@ -167,17 +198,30 @@ class _Session:
             return changed
 
         changed = await self._trip(run)
-        self._committed = True
+        self._ended = True
         return changed
 
     async def commit(self) -> None:
-        if not self._committed:
+        if not self._ended:
             await self._trip(lambda c: c.execute("COMMIT"))
 
+    def abandon(self) -> None:
+        """Rolls back what the session began: at once on the loop's connection, else queued
+        on the thread's, where it runs even if the task that asked is cancelled."""
+        if self._inline is not None:
+            _rollback(self._inline)
+        else:
+            self._db.submit(_rollback)
+
     def end_soon(self) -> None:
-        """Ends a read: its COMMIT is queued on the connection, not waited for (every later
-        call runs after it); nothing at all when the read ran no statement."""
-        if not self._pending:
+        """Ends a read: at once on the loop's connection, else its COMMIT is queued on the
+        thread's, not waited for (every later call runs after it); nothing at all when the
+        read ran no statement."""
+        if not self._begun or self._ended:
+            return
+        if self._inline is not None:
+            _rollback(self._inline)  # a read: nothing to keep
+        else:
             self._db.submit(lambda c: c.execute("COMMIT"))
 
 
@@ -199,6 +243,11 @@ def _open(db: sqlite3.Connection, begin: str) -> None:
 _BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLite said to wait: another connection holds a lock (the primary code)."""
+    return exc.sqlite_errorcode & 0xFF in _BUSY
+
+
 _MOVE_ON = (
     "UPDATE threads SET turn_count = turn_count + ?, last_unit_seq = turn_count + ?, "
     "updated_at = ? WHERE tenant_id = ? AND thread_id = ? AND turn_count = ? AND tokenizers = ? "
@@ -210,10 +259,7 @@ def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     """`SQLiteDialect.append_known` in the writer's thread: one trip, one transaction."""
     _open(db, "BEGIN IMMEDIATE")
     if write.create:
-        db.execute(
-            INSERT_THREAD,
-            (write.tenant_id, write.thread_id, write.user_id, write.stamp, write.stamp),
-        )
+        db.execute(INSERT_THREAD, write.thread_row())
     count = len(write.turns)
     found = db.execute(
         _MOVE_ON,
@@ -244,13 +290,45 @@ def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     return int(base)
 
 
+CHECKPOINT_CHANGES = 1_000
+"""Rows the loop's writer writes between two checkpoints (about SQLite's own 1,000 pages)."""
+
+
+def _connect_inline(path: str | None, pragma: str) -> sqlite3.Connection:
+    """A connection for the loop's thread: never waits for a lock (`_Session` hands a busy
+    session to a thread), used by one thread at a time (closed from any)."""
+    assert path is not None
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    settings = (
+        "PRAGMA busy_timeout = 0",
+        "PRAGMA synchronous = NORMAL",
+        "PRAGMA foreign_keys = ON",
+    )
+    for setting in (*settings, pragma):
+        db.execute(setting)
+    return db
+
+
+def _checkpoint(db: sqlite3.Connection) -> None:
+    db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
 def _rollback(db: sqlite3.Connection) -> None:
     if db.in_transaction:
         db.execute("ROLLBACK")
 
 
 class SQLiteDialect(Dialect):
-    """SQLite's side of `SQLStore`: one writer, one reader, ISO timestamps."""
+    """SQLite's side of `SQLStore`: one writer, one reader, ISO timestamps.
+
+    Each connection has its thread, so that nothing waits on the event loop. The loop's own
+    thread (the one that first uses the store) also has a connection of each kind, with
+    ``busy_timeout`` 0, and runs a session there whenever that costs no order: a trip to a
+    thread (handing over, waking it, waking the loop) is more work than most sessions' SQL,
+    and WAL lets a reader go on beside any writer. A write goes there only when the writer's
+    thread has nothing queued; SQLite's lock, held by another process, sends the session to
+    the thread (see `_Session`). The loop's writer never checkpoints (a checkpoint syncs the
+    file): every `CHECKPOINT_CHANGES` rows it wrote, the writer's thread does."""
 
     name = "sqlite"
     lock = ""  # BEGIN IMMEDIATE serializes writers, across processes too
@@ -261,34 +339,42 @@ class SQLiteDialect(Dialect):
         self._write_lock = asyncio.Lock()
         self._read_lock = self._write_lock if reader is writer else asyncio.Lock()
         self._path = path
+        self._home: int | None = None
+        """The thread whose connections `_inline_reader` and `_inline_writer` are."""
         self._inline: sqlite3.Connection | None = None
-        self._inline_thread: int | None = None
+        self._inline_write: sqlite3.Connection | None = None
+        self._checkpointed = 0
+        """The loop's writer's `total_changes` at the last checkpoint it asked for."""
 
     @asynccontextmanager
-    async def _writing(self) -> AsyncIterator[None]:
-        """The writer's connection, this task's until the block ends; a transaction the block
-        leaves open (it failed, or was cancelled) is rolled back."""
+    async def _writing(self, *, inline: bool = True) -> AsyncIterator[_Session]:
+        """A write session, this task's until the block ends; a transaction the block leaves
+        open (it failed, or was cancelled) is rolled back."""
         async with self._write_lock:
+            here = self._inline_writer() if inline and self._writer.idle else None
+            session = _Session(self._writer, "BEGIN IMMEDIATE", here)
             try:
-                yield
+                yield session
             except sqlite3.Error as exc:
-                self._writer.submit(_rollback)
+                session.abandon()
                 raise StoreError(f"SQLite failed: {exc}") from exc
             except BaseException:
-                self._writer.submit(_rollback)  # queued at once, run even if this task is cancelled
+                session.abandon()  # at once, or queued: run even if this task is cancelled
                 raise
+            finally:
+                if session.inline:
+                    self._checkpoint_soon()
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_Session]:
-        async with self._writing():
-            session = _Session(self._writer, "BEGIN IMMEDIATE")
+        async with self._writing() as session:
             yield session
             await session.commit()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[_Session]:
         async with self._read_lock:
-            session = _Session(self._reader, "BEGIN")
+            session = _Session(self._reader, "BEGIN", self._inline_reader())
             try:
                 yield session
             except sqlite3.Error as exc:
@@ -306,59 +392,69 @@ class SQLiteDialect(Dialect):
         return datetime.fromisoformat(value)
 
     async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
-        inline = self._inline_reader()
-        if inline is not None:
-            # On the loop's own thread: a WAL reader takes no lock a writer holds, and the
-            # read is less work than the trip to a thread would be. Should it ever be told to
-            # wait (busy), the reader's thread does the waiting instead.
-            try:
-                return _read_tail(inline, read)
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF not in _BUSY:  # the primary code
-                    raise StoreError(f"SQLite failed: {exc}") from exc
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite failed: {exc}") from exc
-        async with self._read_lock:
-            try:
-                return await self._reader.call(lambda db: _read_tail(db, read))
-            except sqlite3.Error as exc:
-                raise StoreError(f"SQLite failed: {exc}") from exc
+        async with self.read() as session:
+            return await session.whole(lambda db: _read_tail(db, read))
+
+    async def append_known(self, write: KnownAppend) -> int | None:
+        async with self._writing() as session:
+            return await session.whole(lambda db: _append_known(db, write))
+
+    def _on_home_thread(self) -> bool:
+        """Whether this is the thread of the loop's connections: the first to ask (the
+        store's event loop). Never for a database in memory (one connection)."""
+        if self._path is None:
+            return False
+        if self._home is None:
+            self._home = threading.get_ident()
+        return self._home == threading.get_ident()
 
     def _inline_reader(self) -> sqlite3.Connection | None:
-        """A read-only connection of the thread that first read a window (the store's loop),
-        opened then; None on another thread, or for a database in memory (one connection)."""
-        if self._path is None:
+        """The loop's read-only connection, opened on first use; None off its thread."""
+        if not self._on_home_thread():
             return None
         if self._inline is None:
-            db = sqlite3.connect(self._path, isolation_level=None)
-            db.execute("PRAGMA query_only = ON")
-            db.execute("PRAGMA busy_timeout = 0")  # never waits on the loop
-            self._inline, self._inline_thread = db, threading.get_ident()
-        return self._inline if self._inline_thread == threading.get_ident() else None
+            self._inline = _connect_inline(self._path, "PRAGMA query_only = ON")
+        return self._inline
+
+    def _inline_writer(self) -> sqlite3.Connection | None:
+        """The loop's writing connection, opened on first use; None off its thread."""
+        if not self._on_home_thread():
+            return None
+        if self._inline_write is None:
+            self._inline_write = _connect_inline(self._path, "PRAGMA wal_autocheckpoint = 0")
+            self._checkpointed = self._inline_write.total_changes
+        return self._inline_write
+
+    def _checkpoint_soon(self) -> None:
+        """Hands the WAL's checkpoint to the writer's thread once the loop's writer has
+        written `CHECKPOINT_CHANGES` rows since the last (SQLite's own is off there)."""
+        db = self._inline_write
+        if db is not None and db.total_changes - self._checkpointed >= CHECKPOINT_CHANGES:
+            self._checkpointed = db.total_changes
+            self._writer.submit(_checkpoint)
 
     def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
         base = search.thread_pk * _DOCS_PER_THREAD
         match = " OR ".join(f'"{term}"' for term in search.terms)  # words: no quote inside
         return _SEARCH, (base, match, base + 1, base + search.before_seq - 1, search.limit)
 
-    async def append_known(self, write: KnownAppend) -> int | None:
-        async with self._writing():
-            return await self._writer.call(lambda db: _append_known(db, write))
-
     async def migrate(self) -> None:
-        async with self.write() as session:
+        # On the writer's thread: whichever thread opens the store, its loop's comes later.
+        async with self._writing(inline=False) as session:
             await session.run(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
             done = {row[0] for row in await session.rows("SELECT version FROM schema_migrations")}
+            await session.commit()
         for migration in load_migrations("sqlite"):
             if migration.version in done:
                 continue
-            async with self.write() as session:
+            async with self._writing(inline=False) as session:
                 if await session.row(
                     "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
                 ):
+                    await session.commit()
                     continue  # another process applied it meanwhile
                 for statement in migration.statements:
                     await session.run(statement)
@@ -366,10 +462,12 @@ class SQLiteDialect(Dialect):
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, self.stamp(_rows.utcnow())),
                 )
+                await session.commit()
 
     async def aclose(self) -> None:
-        if self._inline is not None:
-            self._inline.close()
+        for db in (self._inline, self._inline_write):
+            if db is not None:
+                db.close()
         await self._writer.close()
         if self._reader is not self._writer:
             await self._reader.close()
