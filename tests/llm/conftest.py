@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+import aiohttp
+import openai
 import pytest
 
 Http = Literal["httpx", "aiohttp"]
@@ -14,3 +16,25 @@ def http(request: pytest.FixtureRequest) -> Http:
     """The SDK's HTTP transport: its default, and the one `workingmem serve` takes."""
     transport: Http = request.param
     return transport
+
+
+Failure = Literal["status", "timeout", "connection"]
+
+_CAUSES: dict[Http, dict[Failure, type[BaseException] | None]] = {
+    "httpx": {
+        "status": openai.APIStatusError,
+        "timeout": openai.APITimeoutError,
+        "connection": openai.APIConnectionError,
+    },
+    # the requests on aiohttp itself: a status is the upstream's answer, caused by nothing
+    "aiohttp": {"status": None, "timeout": TimeoutError, "connection": aiohttp.ClientError},
+}
+
+
+def assert_caused_by(error: BaseException, http: Http, failure: Failure) -> None:
+    """`error` was raised from the transport's own exception for `failure`."""
+    cause = _CAUSES[http][failure]
+    if cause is None:
+        assert error.__cause__ is None
+    else:
+        assert isinstance(error.__cause__, cause)

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import openai
 import pytest
 
-from tests.llm.conftest import Http
+from tests.llm.conftest import Http, assert_caused_by
 from workingmem.errors import ValidationError
 from workingmem.llm import CallKind, CallMeta, Completion, LLMClient, LLMError, OpenAIClient, Usage
 from workingmem.llm.openai_client import NO_API_KEY
@@ -136,7 +136,7 @@ async def test_429_then_success_is_retried(
 
 
 async def test_500s_until_retries_are_exhausted(
-    upstream: ScriptedUpstream, client: OpenAIClient
+    upstream: ScriptedUpstream, client: OpenAIClient, http: Http
 ) -> None:
     """max_retries bounds the attempts; then the status comes back as a retryable LLMError."""
     upstream.push(*[StatusError(500, "boom", retry_after=FAST_RETRY)] * 5)
@@ -148,7 +148,44 @@ async def test_500s_until_retries_are_exhausted(
     assert caught.value.retryable
     assert "boom" in str(caught.value)
     assert len(upstream.requests) == 3  # the first attempt and two retries
-    assert isinstance(caught.value.__cause__, openai.InternalServerError)
+    assert_caused_by(caught.value, http, "status")
+
+
+@pytest.mark.parametrize(
+    ("error", "attempts"),
+    [
+        pytest.param(StatusError(500, headers={"x-should-retry": "false"}), 1, id="told-not-to"),
+        pytest.param(StatusError(400, headers={"x-should-retry": "true"}), 2, id="told-to"),
+        pytest.param(StatusError(429, retry_after=121), 1, id="retry-after-too-long"),
+        pytest.param(StatusError(409, retry_after=FAST_RETRY), 2, id="conflict"),
+        pytest.param(StatusError(408, retry_after=FAST_RETRY), 2, id="request-timeout"),
+    ],
+)
+async def test_the_upstream_says_when_to_retry(
+    upstream: ScriptedUpstream, http: Http, error: StatusError, attempts: int
+) -> None:
+    """The SDK's policy on either transport: ``x-should-retry`` is obeyed, a wait of more
+    than two minutes is not waited for, 408 and 409 are retried like 429."""
+    upstream.push(error, Reply("retried"))
+
+    async with OpenAIClient(base_url=upstream.base_url, max_retries=1, http=http) as client:
+        if attempts == 1:
+            with pytest.raises(LLMError) as caught:
+                await complete(client)
+            assert caught.value.status_code == error.status
+        else:
+            assert (await complete(client)).text == "retried"
+
+    assert len(upstream.requests) == attempts
+
+
+async def test_both_transports_send_the_sdks_headers(upstream: ScriptedUpstream) -> None:
+    for http in ("httpx", "aiohttp"):
+        async with OpenAIClient(base_url=upstream.base_url, api_key="sk-1", http=http) as client:
+            await complete(client)
+    sdk, direct = upstream.headers
+    for name in ("authorization", "user-agent", "content-type", "accept", "x-stainless-lang"):
+        assert direct[name] == sdk[name]
 
 
 async def test_400_is_not_retried(upstream: ScriptedUpstream, client: OpenAIClient) -> None:
@@ -190,7 +227,7 @@ async def test_timeout(upstream: ScriptedUpstream, http: Http) -> None:
     assert caught.value.status_code is None
     assert caught.value.retryable
     assert "timed out" in str(caught.value)
-    assert isinstance(caught.value.__cause__, openai.APITimeoutError)
+    assert_caused_by(caught.value, http, "timeout")
 
 
 async def test_timeout_is_retried_like_the_rest(upstream: ScriptedUpstream) -> None:
@@ -214,7 +251,7 @@ async def test_dropped_connection(upstream: ScriptedUpstream, http: Http) -> Non
 
     assert caught.value.status_code is None
     assert caught.value.retryable
-    assert isinstance(caught.value.__cause__, openai.APIConnectionError)
+    assert_caused_by(caught.value, http, "connection")
     assert len(upstream.requests) == 1
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.llm.conftest import Http
+from tests.llm.conftest import Http, assert_caused_by
 from tests.llm.test_guarded_client import FakeProvider
 from workingmem.llm import (
     CallKind,
@@ -289,7 +289,7 @@ async def test_retries_apply_before_the_stream_starts(upstream: ScriptedUpstream
 
 
 async def test_error_status_before_streaming(
-    upstream: ScriptedUpstream, client: OpenAIClient
+    upstream: ScriptedUpstream, client: OpenAIClient, http: Http
 ) -> None:
     """A status error is an LLMError as `complete` makes it, raised from the first event."""
     upstream.push(StatusError(500, "boom"))
@@ -302,11 +302,11 @@ async def test_error_status_before_streaming(
     assert caught.value.status_code == 500
     assert caught.value.retryable
     assert "boom" in str(caught.value)
-    assert isinstance(caught.value.__cause__, openai.InternalServerError)
+    assert_caused_by(caught.value, http, "status")
 
 
 async def test_connection_dropped_before_the_answer(
-    upstream: ScriptedUpstream, client: OpenAIClient
+    upstream: ScriptedUpstream, client: OpenAIClient, http: Http
 ) -> None:
     upstream.push(Drop())
 
@@ -315,11 +315,11 @@ async def test_connection_dropped_before_the_answer(
 
     assert caught.value.status_code is None
     assert caught.value.retryable
-    assert isinstance(caught.value.__cause__, openai.APIConnectionError)
+    assert_caused_by(caught.value, http, "connection")
 
 
 async def test_connection_dropped_mid_stream(
-    upstream: ScriptedUpstream, client: OpenAIClient
+    upstream: ScriptedUpstream, client: OpenAIClient, http: Http
 ) -> None:
     """The text already streamed stays streamed; then the break is a retryable LLMError."""
     upstream.push(Reply("a long answer, cut short", chunk_chars=4, drop_after_chunks=3))
@@ -335,7 +335,7 @@ async def test_connection_dropped_mid_stream(
     assert seen == [TextDelta("a lo"), TextDelta("ng a")]  # the role chunk, then two pieces
     assert caught.value.status_code is None
     assert caught.value.retryable
-    assert isinstance(caught.value.__cause__, openai.APIConnectionError)
+    assert_caused_by(caught.value, http, "connection")
     assert len(upstream.requests) == 1  # never retried once the answer has begun
 
 

@@ -7,8 +7,9 @@ Without arguments it reads ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` as the SDK
 server that needs no key works without one: the client sends a placeholder.
 
 Timeouts and retries are the SDK's own: `max_retries` bounded retries on 408/409/429/5xx,
-timeouts and dropped connections, with exponential backoff that honours ``Retry-After``. What
-still fails after them is an `LLMError` with the status and a short message.
+timeouts and dropped connections, with exponential backoff that honours ``Retry-After``
+(``http="aiohttp"`` keeps that policy on a leaner request path). What still fails after them
+is an `LLMError` with the status and a short message.
 
 `stream` asks for ``stream_options.include_usage``, so the stream's last chunk carries the
 usage. A server that rejects the field (a 400 or 422 whose message names ``stream_options``)
@@ -23,10 +24,10 @@ than the rest of `workingmem`, and a host on the local model or its own client n
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 import msgspec
 
@@ -37,6 +38,8 @@ from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDe
 
 if TYPE_CHECKING:
     import openai
+
+    from ._aiohttp import AiohttpPoster
 
 __all__ = ["NO_API_KEY", "OpenAIClient"]
 
@@ -87,9 +90,10 @@ class OpenAIClient(SdkClient):
             and the host closes it (`aclose` leaves it open).
         max_tokens_param: The request field for `max_tokens`: ``max_tokens`` (every
             OpenAI-compatible server) or ``max_completion_tokens`` (OpenAI's reasoning models).
-        http: The SDK's HTTP transport: ``"httpx"`` (its default) or ``"aiohttp"`` (its
-            ``openai[aiohttp]`` extra: less CPU per request under load; `workingmem serve`
-            takes it when installed). Not used with `client`.
+        http: ``"httpx"``: every request through the SDK (its default transport);
+            ``"aiohttp"``: the requests on aiohttp itself, with the SDK's headers, retries,
+            timeouts and errors (`_aiohttp`): about 0.6 ms less CPU a call, what `workingmem
+            serve` takes (the server extra installs aiohttp). Not used with `client`.
     """
 
     _client: openai.AsyncOpenAI
@@ -125,7 +129,6 @@ class OpenAIClient(SdkClient):
                 api_key=api_key or os.environ.get("OPENAI_API_KEY") or NO_API_KEY,
                 timeout=timeout,
                 max_retries=max_retries,
-                **({"http_client": _aiohttp_client(timeout)} if http == "aiohttp" else {}),
             )
         self._client = client
         self._configured = bool(
@@ -142,11 +145,40 @@ class OpenAIClient(SdkClient):
         self._sdk_errors: tuple[type[Exception], ...] = (openai.APIError, ValueError)
         """What the SDK raises for a failed call: its own tree, and ValueError for a body it
         cannot parse (JSON errors, pydantic's validation errors)."""
+        self._direct: AiohttpPoster | None = None
+        """The requests on aiohttp itself (`_aiohttp`), with the SDK's headers and policy."""
+        if http == "aiohttp" and self._owns_client:
+            if not aiohttp_available():
+                raise ImportError("http='aiohttp' needs aiohttp: pip install 'aiohttp>=3.10'")
+            from ._aiohttp import AiohttpPoster
+
+            self._direct = AiohttpPoster(
+                base_url=self.base_url,
+                headers=_sdk_headers(client),
+                timeout=timeout,
+                max_retries=max_retries,
+                where=f" (at {redact(self.base_url)}){self._unconfigured_hint()}",
+            )
 
     @property
     def base_url(self) -> str:
         """The upstream's base URL, as the SDK resolved it."""
         return str(self._client.base_url)
+
+    async def aclose(self) -> None:
+        """Closes the connections, unless the host passed its own client."""
+        if self._direct is not None:
+            await self._direct.aclose()
+        await super().aclose()
+
+    def _unconfigured_hint(self) -> str:
+        """What to set, said after a connection failure when nothing named an upstream."""
+        if self._configured:
+            return ""
+        return (
+            "; no OPENAI_API_KEY or OPENAI_BASE_URL is set: pass base_url= and api_key= "
+            "(or set them), or answer with the local model, LocalModelClient()"
+        )
 
     def _error(self, exc: Exception, *, midstream: bool = False) -> LLMError:
         """`_llm_error`, saying which host could not be reached and, when nothing was
@@ -156,15 +188,48 @@ class OpenAIClient(SdkClient):
         error = _llm_error(exc, midstream=midstream)
         if not isinstance(exc, openai.APIConnectionError) or midstream:
             return error
-        hint = (
-            ""
-            if self._configured
-            else "; no OPENAI_API_KEY or OPENAI_BASE_URL is set: pass base_url= and api_key= "
-            "(or set them), or answer with the local model, LocalModelClient()"
-        )
         return LLMError(
-            f"{error.args[0]} (at {redact(self.base_url)}){hint}", retryable=True, upstream=True
+            f"{error.args[0]} (at {redact(self.base_url)}){self._unconfigured_hint()}",
+            retryable=True,
+            upstream=True,
         )
+
+    async def _post(self, path: str, body: dict[str, Any]) -> bytes:
+        """The upstream's 2xx answer to `body`, after the retries; else an `LLMError`."""
+        if self._direct is not None:
+            return await self._direct.post(path, body)
+        import httpx
+
+        try:
+            # The SDK's own request (its retries, timeouts, errors and headers) for a body we
+            # built and a response we read: its typed transforms of the request and its models
+            # of the answer cost more CPU than the rest of a gateway request.
+            response = await self._client.post(path, body=body, cast_to=httpx.Response)
+        except self._sdk_errors as exc:
+            raise self._error(exc) from exc
+        return response.content
+
+    async def _events(self, path: str, body: dict[str, Any]) -> _Events:
+        """The upstream's streamed answer to `body`: each event's data as JSON. Opening it
+        fails as `_post` does; what fails mid-stream is an `LLMError` too."""
+        if self._direct is not None:
+            return await self._direct.events(path, {**body, "stream": True})
+        import openai
+
+        try:
+            # The SDK's request and its server-sent-events reader (errors in the stream
+            # included), with each chunk handed on as its JSON: its typed models cost more
+            # CPU per chunk than the rest of a streamed answer.
+            opened = await self._client.post(
+                path,
+                body={**body, "stream": True},
+                cast_to=object,
+                stream=True,
+                stream_cls=openai.AsyncStream[dict[str, Any]],
+            )
+        except self._sdk_errors as exc:
+            raise self._error(exc) from exc
+        return _SdkEvents(opened, self)
 
     async def complete(
         self,
@@ -182,17 +247,9 @@ class OpenAIClient(SdkClient):
         body = self._complete_body(
             model, messages, max_tokens, temperature, response_format, tools, options
         )
-        import httpx
-
+        content = await self._post(self._path, body)
         try:
-            # The SDK's own request (its retries, timeouts, errors and headers) for a body we
-            # built and a response we read: its typed transforms of the request and its models
-            # of the answer cost more CPU than the rest of a gateway request.
-            response = await self._client.post(self._path, body=body, cast_to=httpx.Response)
-        except self._sdk_errors as exc:
-            raise self._error(exc) from exc
-        try:
-            return self._completion_of(_decode(response.content), model)
+            return self._completion_of(_decode(content), model)
         except _SHAPE_ERRORS as exc:
             raise LLMError(f"the upstream's answer has the wrong shape: {_cause(exc)}") from exc
 
@@ -241,13 +298,7 @@ class OpenAIClient(SdkClient):
         chunks = await self._open_stream(model, list(messages), fields)
         answer = _StreamedAnswer(model=model)
         try:
-            while True:
-                try:
-                    chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    break
-                except self._sdk_errors as exc:
-                    raise self._error(exc, midstream=True) from exc
+            async for chunk in chunks:
                 try:
                     text = answer.add(chunk)
                 except _SHAPE_ERRORS as exc:
@@ -262,37 +313,17 @@ class OpenAIClient(SdkClient):
 
     async def _open_stream(
         self, model: str, messages: Sequence[MessageIn], options: dict[str, Any]
-    ) -> openai.AsyncStream[dict[str, Any]]:
+    ) -> _Events:
         """Sends the streamed request; once more without ``stream_options`` if it is rejected."""
         if self._include_usage:
+            with_usage = {**options, "stream_options": {"include_usage": True}}
             try:
-                return await self._create_stream(
-                    model, messages, {**options, "stream_options": {"include_usage": True}}
-                )
-            except self._sdk_errors as exc:
+                return await self._events("/chat/completions", _body(model, messages, with_usage))
+            except LLMError as exc:
                 if not _rejects_stream_options(exc):
-                    raise self._error(exc) from exc
+                    raise
             self._include_usage = False  # this server does not know the field
-        try:
-            return await self._create_stream(model, messages, options)
-        except self._sdk_errors as exc:
-            raise self._error(exc) from exc
-
-    async def _create_stream(
-        self, model: str, messages: Sequence[MessageIn], options: dict[str, Any]
-    ) -> openai.AsyncStream[dict[str, Any]]:
-        # The SDK's request and its server-sent-events reader (errors in the stream included),
-        # with each chunk handed on as its JSON: its typed models cost more CPU per chunk than
-        # the rest of a streamed answer.
-        import openai
-
-        return await self._client.post(
-            "/chat/completions",
-            body={**_body(model, messages, dict(options)), "stream": True},
-            cast_to=object,
-            stream=True,
-            stream_cls=openai.AsyncStream[dict[str, Any]],
-        )
+        return await self._events("/chat/completions", _body(model, messages, dict(options)))
 
     def _options(
         self,
@@ -491,15 +522,9 @@ def _llm_error(exc: Exception, *, midstream: bool = False, sdk: Any = None) -> L
     )
 
 
-def _rejects_stream_options(exc: Exception) -> bool:
+def _rejects_stream_options(exc: LLMError) -> bool:
     """A server that does not know ``stream_options`` says so with a 400 (or a 422)."""
-    import openai
-
-    return (
-        isinstance(exc, openai.APIStatusError)
-        and exc.status_code in (400, 422)
-        and "stream_options" in _error_message(exc)
-    )
+    return exc.status_code in (400, 422) and "stream_options" in str(exc)
 
 
 def _error_message(exc: openai.APIStatusError) -> str:
@@ -547,21 +572,42 @@ def _body(
 
 
 def aiohttp_available() -> bool:
-    """Whether the SDK's aiohttp transport can be used (``openai[aiohttp]`` installed)."""
+    """Whether ``http="aiohttp"`` can be used (aiohttp installed: the server extra has it)."""
     import importlib.util
 
-    import openai
-
-    return (
-        hasattr(openai, "DefaultAioHttpClient") and importlib.util.find_spec("aiohttp") is not None
-    )
+    return importlib.util.find_spec("aiohttp") is not None
 
 
-def _aiohttp_client(timeout: float) -> Any:
-    import openai
+def _sdk_headers(client: openai.AsyncOpenAI) -> dict[str, str]:
+    """The headers the SDK sends with every request (its key, organization, project, user
+    agent), less those it leaves out."""
+    headers = {**client.default_headers, **client.auth_headers}
+    return {name: value for name, value in headers.items() if isinstance(value, str)}
 
-    if not aiohttp_available():
-        raise ImportError(
-            "http='aiohttp' needs the SDK's aiohttp transport: pip install 'openai[aiohttp]>=1.80'"
-        )
-    return openai.DefaultAioHttpClient(timeout=timeout)
+
+class _Events(Protocol):
+    """A streamed answer's events (each its data as JSON); `close` releases the connection."""
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def close(self) -> None: ...
+
+
+class _SdkEvents:
+    """The SDK's stream as `_Events`: its failures mid-stream as `LLMError`s."""
+
+    def __init__(self, stream: openai.AsyncStream[dict[str, Any]], client: OpenAIClient) -> None:
+        self._stream = stream
+        self._client = client
+
+    def __aiter__(self) -> _SdkEvents:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        try:
+            return await anext(self._stream)
+        except self._client._sdk_errors as exc:
+            raise self._client._error(exc, midstream=True) from exc
+
+    async def close(self) -> None:
+        await self._stream.close()

@@ -17,16 +17,13 @@ The SDK's transport, retries, timeouts and error mapping are `OpenAIClient`'s.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..formats import ORIGINAL_KEY
 from ..formats.responses import FORMAT, items_of_message
 from ..types import MessageIn
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
 from .openai_client import _SHAPE_ERRORS, OpenAIClient, _short
-
-if TYPE_CHECKING:
-    import openai
 
 __all__ = ["OpenAIResponsesClient"]
 
@@ -74,28 +71,11 @@ class OpenAIResponsesClient(OpenAIClient):
         `StreamEnd` from ``response.completed`` (or ``response.incomplete``). A
         ``response.failed`` or ``error`` event, or a stream that ends without the response, is
         an `LLMError`. Closing the generator early closes the HTTP response."""
-        import openai
-
         body = request_body(model, messages, max_tokens, temperature, None, tools, options)
-        try:
-            events: openai.AsyncStream[dict[str, Any]] = await self._client.post(
-                "/responses",
-                body={**body, "stream": True},
-                cast_to=object,
-                stream=True,
-                stream_cls=openai.AsyncStream[dict[str, Any]],
-            )
-        except self._sdk_errors as exc:
-            raise self._error(exc) from exc
+        events = await self._events("/responses", body)
         final: Completion | None = None
         try:
-            while final is None:
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    break
-                except self._sdk_errors as exc:
-                    raise self._error(exc, midstream=True) from exc
+            async for event in events:
                 kind = event.get("type")
                 if kind == "response.output_text.delta" and event.get("delta"):
                     yield TextDelta(str(event["delta"]))
@@ -106,6 +86,8 @@ class OpenAIResponsesClient(OpenAIClient):
                         raise LLMError(f"the upstream's stream has the wrong shape: {exc}") from exc
                 elif kind in ("response.failed", "error"):
                     raise LLMError(f"the upstream failed mid-stream: {_failure(event)}")
+                if final is not None:
+                    break
         finally:
             await events.close()
         if final is None:
