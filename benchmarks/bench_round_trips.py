@@ -4,8 +4,9 @@
 
 Counts, not seconds, so one run on a noisy machine is exact. SQLite: every call that crosses
 to a connection's thread (``Connection.call``: a statement, BEGIN, COMMIT, or a whole write),
-which is what a round trip costs there; a window read runs on the store's own loop thread and
-crosses nothing (0). PostgreSQL: every statement psycopg
+which is what a round trip costs there; a session that needs no thread (nothing queued on it,
+no other process holding the lock) runs on the loop's own connection and crosses nothing
+(0). PostgreSQL: every statement psycopg
 sends and waits for (a query, an ``executemany``, which psycopg pipelines, BEGIN and COMMIT),
 and in a write's pipeline each sync instead (its statements travel together). Run it with
 ``PYTHONPATH`` pointing at another checkout's ``src`` to compare two versions of the store.
