@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import math
 import random
 import time
@@ -30,7 +29,7 @@ import msgspec
 
 from ..redaction import redact
 from .base import LLMError
-from .openai_client import _short
+from .openai_client import _json_decode, _short, upstream_message
 
 __all__ = ["AiohttpPoster", "EventStream"]
 
@@ -157,8 +156,8 @@ class EventStream:
 def _event(text: str) -> dict[str, Any]:
     """One event's data; an error event is the upstream's failure mid-stream."""
     try:
-        event = json.loads(text)
-    except ValueError as exc:
+        event = _json_decode(text)
+    except ValueError as exc:  # msgspec's DecodeError is one
         message = f"the upstream's answer is unreadable: {type(exc).__name__}: {exc}"
         raise LLMError(redact(_short(message)), upstream=True) from exc
     if isinstance(event, dict) and event.get("error"):
@@ -203,20 +202,12 @@ async def _status_failure(
 
 
 def _error_message(status: int, text: str) -> str:
-    """The upstream's own message (``error.message``), else its body, short; as the SDK's
-    errors read (`openai_client._error_message`)."""
+    """The upstream's own message, read from its body as the SDK's errors are."""
     try:
-        body: Any = json.loads(text)
+        body: object = _json_decode(text)
     except ValueError:
-        return _short(text or f"Error code: {status}")
-    if isinstance(body, dict):
-        nested = body.get("error", body)
-        if isinstance(nested, dict):
-            message = nested.get("message")
-            if isinstance(message, str) and message:
-                return _short(message)
-        return _short(f"Error code: {status} - {body}")
-    return _short(text)
+        return upstream_message(text, f"Error code: {status}")
+    return upstream_message(body, f"Error code: {status} - {body}")
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

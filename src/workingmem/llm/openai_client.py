@@ -529,7 +529,12 @@ def _rejects_stream_options(exc: LLMError) -> bool:
 
 def _error_message(exc: openai.APIStatusError) -> str:
     """The upstream's own error message when it sent one, else the SDK's; short either way."""
-    body = exc.body
+    return upstream_message(exc.body, exc.message)
+
+
+def upstream_message(body: object, otherwise: str) -> str:
+    """What an error body says: its (``error``'s) ``message``, or the body itself when it is
+    text, else `otherwise`; short either way."""
     if isinstance(body, dict):
         nested = body.get("error")
         if isinstance(nested, dict):
@@ -539,7 +544,7 @@ def _error_message(exc: openai.APIStatusError) -> str:
             return _short(message)
     elif isinstance(body, str) and body.strip():
         return _short(body)
-    return _short(exc.message)
+    return _short(otherwise)
 
 
 def _cause(exc: BaseException, *, sdk: Any = None) -> str:

@@ -62,20 +62,21 @@ AfterQuery = Annotated[
 LimitQuery = Annotated[int, Query(ge=1, le=100, description="At most this many items")]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class PageQuery:
     """A page of a list of items: its order, the item it starts after, its length."""
 
-    order: OrderQuery = "desc"
-    after: AfterQuery = None
-    limit: LimitQuery = 20
+    order: Literal["asc", "desc"]
+    after: str | None
+    limit: int
 
 
 async def _page(
     order: OrderQuery = "desc", after: AfterQuery = None, limit: LimitQuery = 20
 ) -> PageQuery:
-    # A coroutine: FastAPI runs a class or a plain function dependency in its thread pool.
-    return PageQuery(order=order, after=after, limit=limit)
+    """The query's page (a coroutine, like `_ask_headers`: FastAPI runs a class or a plain
+    function dependency in its thread pool)."""
+    return PageQuery(order, after, limit)
 
 
 Page = Annotated[PageQuery, Depends(_page)]

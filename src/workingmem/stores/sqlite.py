@@ -366,8 +366,9 @@ class SQLiteDialect(Dialect):
                     self._checkpoint_soon()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[_Session]:
-        async with self._writing() as session:
+    async def write(self, *, inline: bool = True) -> AsyncIterator[_Session]:
+        """`Dialect.write`; ``inline=False`` keeps it on the writer's thread."""
+        async with self._writing(inline=inline) as session:
             yield session
             await session.commit()
 
@@ -440,21 +441,19 @@ class SQLiteDialect(Dialect):
 
     async def migrate(self) -> None:
         # On the writer's thread: whichever thread opens the store, its loop's comes later.
-        async with self._writing(inline=False) as session:
+        async with self.write(inline=False) as session:
             await session.run(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
             done = {row[0] for row in await session.rows("SELECT version FROM schema_migrations")}
-            await session.commit()
         for migration in load_migrations("sqlite"):
             if migration.version in done:
                 continue
-            async with self._writing(inline=False) as session:
+            async with self.write(inline=False) as session:
                 if await session.row(
                     "SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)
                 ):
-                    await session.commit()
                     continue  # another process applied it meanwhile
                 for statement in migration.statements:
                     await session.run(statement)
@@ -462,7 +461,6 @@ class SQLiteDialect(Dialect):
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     (migration.version, migration.name, self.stamp(_rows.utcnow())),
                 )
-                await session.commit()
 
     async def aclose(self) -> None:
         for db in (self._inline, self._inline_write):
