@@ -102,8 +102,10 @@ class WorkingMemoryCapability(AbstractCapability[Any]):
     ) -> None:
         """
         Args:
-            tenant_id, thread_id: the thread; user_id: its user (None for none; the
-                agent-memory tools of a per-user memory need one).
+            tenant_id: the thread's tenant.
+            thread_id: the thread.
+            user_id: its user (None for none; the agent-memory tools of a per-user memory
+                need one).
             store: an open store, a database URL (``sqlite:///memory.db``,
                 ``postgresql://...``), or None for ``WORKINGMEM_DATABASE_URL`` / the embedded
                 default ``.workingmem/memory.db``; one opened here is closed by `aclose`.
