@@ -1,4 +1,5 @@
-"""One error tree: drawn in errors.py's docstring, copied in the README, true of the classes."""
+"""One error tree: drawn in errors.py's docstring, copied in the API reference's errors page,
+true of the classes."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from pathlib import Path
 import workingmem as wm
 from workingmem import errors
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ERRORS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "errors.md"
 
 
-def _readme_tree() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    block = text.split("### Errors", 1)[1].split("```", 2)[1]
+def _page_tree() -> list[str]:
+    text = ERRORS_PAGE.read_text(encoding="utf-8")
+    block = text.split("```text", 1)[1].split("```", 1)[0]
     return [line.rstrip() for line in block.strip().splitlines()]
 
 
@@ -23,8 +24,8 @@ def _docstring_tree() -> list[str]:
     return [line.strip() for line in block.splitlines()]
 
 
-def test_the_readme_copies_the_tree_of_errors_py() -> None:
-    assert _readme_tree() == _docstring_tree()
+def test_the_errors_page_copies_the_tree_of_errors_py() -> None:
+    assert _page_tree() == _docstring_tree()
 
 
 def test_the_tree_is_the_class_hierarchy() -> None:
