@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_load.py [--sizes 100,1000] [--repeat 50] [--postgres URL]
     scripts/with-postgres .venv/bin/python benchmarks/bench_load.py    # PostgreSQL too
+    .venv/bin/python benchmarks/bench_load.py --plot docs/assets/benchmarks   # and the chart
 
 Builds LoCoMo threads of 100 to 100,000 turns (see `_data`), then times, in one run:
 
@@ -18,7 +19,9 @@ Builds LoCoMo threads of 100 to 100,000 turns (see `_data`), then times, in one 
 
 It prints medians, p95s, ratios and the targets with PASS/MISS; it never asserts. Progress
 goes to stderr, the report to stdout. Peers need the ``bench`` extra
-(``pip install -e '.[bench]'``); without one, the report says why it was not run.
+(``pip install -e '.[bench]'``); without one, the report says why it was not run. With
+``--plot DIR`` it also writes ``DIR/load-latency.svg``: the medians against thread length,
+log-log, a line per contender (the documentation site's chart).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from urllib.parse import urlsplit
 import workingmem as wm
 from _cli import POSTGRES_ENV, add_store_options, positive_ints
 from _data import load_conversations, thread_messages
+from _plot import Line, line_chart
 
 Message = dict[str, Any]
 Conversations = list[list[Message]]
@@ -72,6 +76,17 @@ TARGET_SQLITE_MS = 1.0
 TARGET_SQLITE_SIZE = 10_000
 AGENTS_TARGETS = {"SQLite": 1.0, "PostgreSQL": 1.5, "PostgreSQL analyzed": 1.5}
 """The most each store's load may take, as a multiple of openai-agents' get_items(K)."""
+PLOT_FILE = "load-latency.svg"
+PLOT_LABELS = {
+    "SQLite": "workingmem load, SQLite",
+    "PostgreSQL": "workingmem load, PostgreSQL (as built)",
+    "PostgreSQL analyzed": "workingmem load, PostgreSQL",
+    "LangChain": "LangChain trim_messages",
+    "LlamaIndex": "LlamaIndex ChatMemoryBuffer.get",
+    "Agents SQLiteSession": "openai-agents SQLiteSession.get_items(K)",
+    "floor": "floor: counts in a list, walked back",
+}
+"""Each contender's name in the chart's legend: what is timed, not only whose."""
 TARGETS = (
     "load at 100,000 turns within 1.5x of 100 turns; under 1 ms on SQLite at 10,000 turns; "
     "no slower than openai-agents' SQLiteSession.get_items(K) on SQLite, 1.5x on PostgreSQL"
@@ -723,6 +738,38 @@ def print_report(
         )
 
 
+def plot(sizes: list[int], stores: list[Run], peers: list[Run], folder: Path) -> Path:
+    """The latency table's medians as lines, log-log. PostgreSQL is drawn after ANALYZE (the
+    steady state; as built is in the table: one more line, close to it, would only crowd the
+    chart). A peer that was skipped or failed at a size has no point there: its line ends
+    where its measurements do."""
+    analyzed = any(run.name == "PostgreSQL analyzed" and not run.note for run in stores)
+    lines = []
+    for run in [*stores, *peers]:
+        if analyzed and run.name == "PostgreSQL":
+            continue
+        measured = [(size, run.loads[size]) for size in sizes if size in run.loads]
+        points = [(size, t.median_ms) for size, t in measured if isinstance(t, Timing)]
+        if points:
+            lines.append(
+                Line(
+                    PLOT_LABELS.get(run.name, run.name),
+                    [size for size, _ in points],
+                    [median for _, median in points],
+                    dashed=run not in stores,
+                )
+            )
+    return line_chart(
+        folder / PLOT_FILE,
+        title=f"Latency of one request's window (<= {WINDOW_TOKENS:,} tokens), median",
+        x_label="thread length (turns)",
+        y_label="latency per call (ms, median)",
+        lines=lines,
+        log_x=True,
+        log_y=True,
+    )
+
+
 # -- entry point -----------------------------------------------------------------------------
 
 
@@ -738,6 +785,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--repeat", type=int, default=DEFAULT_REPEAT, help="timed calls per size (default: 50)"
     )
     add_store_options(parser)
+    parser.add_argument(
+        "--plot", type=Path, metavar="DIR", help=f"also write DIR/{PLOT_FILE} (needs matplotlib)"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -769,6 +819,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     print_header(args.data, conversations, (args.postgres, stores[1]), load_before)
     print_report(sizes, stores, peers, args.repeat)
+    if args.plot:
+        progress(f"wrote {plot(sizes, stores, [run for run, _ in peers], args.plot)}")
     return 0
 
 

@@ -2,7 +2,7 @@
 recall, beside the whole conversation.
 
     .venv/bin/python benchmarks/bench_quality.py [--data PATH] [--conversations N]
-        [--history 8000] [--recall 0.5]
+        [--history 8000] [--recall 0.5] [--plot DIR]
 
 Each LoCoMo conversation is imported into a SQLite thread with its sessions' dates
 (`append(created_at=...)`: a session's turns a minute apart from its date). Every question of
@@ -31,6 +31,9 @@ Contenders: SLIDING_WINDOW; SUMMARY_BUFFER with a scripted helper (bench_summary
 near its cap, the user's statements with a name or number as facts), its updates run over the
 whole conversation first; each with recall (`recall_ratio`) and without; the whole
 conversation as the upper bound, without and with each session's date.
+
+With ``--plot DIR`` it also writes ``DIR/evidence-in-context.svg``: both scores of every
+contender as bars (the documentation site's chart).
 """
 
 from __future__ import annotations
@@ -54,9 +57,11 @@ from workingmem.llm.testing import ScriptedUpstream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import default_data_path
+from _plot import Bars, bar_chart
 from bench_summary import CHEAP, scripted_helper
 
 MODEL = wm.ModelInfo(id="gpt-4o", context_window=128_000)
+PLOT_FILE = "evidence-in-context.svg"
 TENANT = "bench"
 _SESSION = re.compile(r"session_(\d+)")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -413,6 +418,30 @@ def report(scores: dict[str, Score], history: int, recall: float, seconds: float
         )
 
 
+def plot(scores: dict[str, Score], history: int, folder: Path) -> Path:
+    """The table's two scores as bars, a pair per contender, each named with the tokens it
+    reads: what it remembers beside what it costs."""
+    names = [name for name in CONTENDERS if scores[name].tokens]
+    return bar_chart(
+        folder / PLOT_FILE,
+        title=(
+            "Questions whose evidence / answer is in what the model reads "
+            f"(LoCoMo, {history:,}-token history)"
+        ),
+        value_label="questions (%)",
+        categories=[
+            f"{name}\n{statistics.median(scores[name].tokens):,.0f} tokens (median)"
+            for name in names
+        ],
+        groups=[
+            Bars("evidence-in-context", [scores[name].evidence for name in names]),
+            Bars("answer-in-context", [scores[name].answer for name in names]),
+        ],
+        unit="%",
+        limit=100,
+    )
+
+
 async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=default_data_path())
@@ -421,6 +450,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--recall", type=float, default=0.5, help="recall_ratio")
     parser.add_argument("--step", type=float, default=0.2, help="window_step_ratio")
     parser.add_argument("--local", action="store_true", help="also the local model (minutes)")
+    parser.add_argument(
+        "--plot", type=Path, metavar="DIR", help=f"also write DIR/{PLOT_FILE} (needs matplotlib)"
+    )
     args = parser.parse_args(argv)
     if not args.data.is_file():
         raise SystemExit(f"no LoCoMo file at {args.data}; pass --data PATH/locomo-dev.json")
@@ -465,6 +497,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
                 await score_local(conversations[0], store, args, scores)
     report(scores, args.history, args.recall, time.perf_counter() - began)
     report_cache(steps)
+    if args.plot:
+        print(f"wrote {plot(scores, args.history, args.plot)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Input tokens per model call, SUMMARY_BUFFER against SLIDING_WINDOW, on LoCoMo threads.
 
     .venv/bin/python benchmarks/bench_summary.py [--sizes 20,100,500,2000] [--data PATH]
+        [--plot DIR]
 
 Replays a LoCoMo conversation (cycled to 2,000 turns) as a live thread on SQLite: every user
 turn is appended, the assistant turn follows, and `save_context` runs after each answer, as the
@@ -10,7 +11,9 @@ facts, so the notes are as large as a real helper would make them.
 
 At each size it prints what one model call would read: the notes plus the window, in tokens
 (gpt-4o's tokenizer, budget = 128k window - 4,096 output reserve), for both strategies on the
-same thread, and the helper's calls and tokens per 100 turns.
+same thread, and the helper's calls and tokens per 100 turns. With ``--plot DIR`` it also
+writes ``DIR/input-tokens.svg``: those input tokens against the thread's length, a line per
+strategy (the documentation site's chart).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import re
 import sys
 import tempfile
@@ -30,11 +34,15 @@ from workingmem.llm.testing import Reply, ScriptedUpstream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import default_data_path, load_conversations, thread_messages
+from _plot import Guide, Line, line_chart
 
 MODEL = wm.ModelInfo(id="gpt-4o", context_window=128_000)
 CHEAP = "gpt-4o-mini"
 BUDGET = MODEL.context_window - MODEL.max_output_tokens
 CONFIG = wm.WorkingMemoryConfig()  # the defaults: recent 12 turns, update every 6
+PLOT_FILE = "input-tokens.svg"
+Row = tuple[int, tuple[int, int], tuple[int, int]]
+"""(turns, (SUMMARY_BUFFER's notes, its window), (SLIDING_WINDOW's notes, its window))."""
 _TURN = re.compile(r"^\[(\d+)\](?: \([^)]*\))? (user|assistant)[^:]*: (.*)$", re.MULTILINE)
 _FACT = re.compile(r"^- (?:\[turns? [\d-]+\] )?(.*)$", re.MULTILINE)
 
@@ -82,11 +90,12 @@ async def input_tokens(
     return notes, loaded.tokens
 
 
-async def run(sizes: list[int], data: Path) -> None:
+async def run(sizes: list[int], data: Path) -> list[Row]:
+    """Replays the thread, prints the report and returns its rows (for `plot`)."""
     messages = thread_messages(load_conversations(data), turns=max(sizes))
     checkpoints = set(sizes)
     reports: list[wm.UpdateReport] = []
-    rows: list[tuple[int, tuple[int, int], tuple[int, int]]] = []
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory() as folder:
         async with (
             ScriptedUpstream(responder=scripted_helper) as upstream,
@@ -139,19 +148,47 @@ async def run(sizes: list[int], data: Path) -> None:
         f"({helper_in / max(calls, 1):,.0f} per call); {helper_out:,} completion tokens = "
         f"{helper_out * per100:,.0f} per 100 turns; outcomes: {', '.join(sorted(outcomes))}"
     )
+    return rows
+
+
+def plot(rows: list[Row], folder: Path) -> Path:
+    """The table's two columns as lines, with the history share that caps SLIDING_WINDOW: the
+    chart shows where one keeps growing and the other stays flat."""
+    turns = [row[0] for row in rows]
+    history = math.floor(CONFIG.chat_history_ratio * BUDGET)
+    return line_chart(
+        folder / PLOT_FILE,
+        title="Input tokens per model call, LoCoMo replay (gpt-4o tokenizer)",
+        x_label="thread length (turns)",
+        y_label="input tokens per call",
+        lines=[
+            Line("SLIDING_WINDOW (the window)", turns, [sliding for _, _, (_, sliding) in rows]),
+            Line(
+                "SUMMARY_BUFFER (notes + window)",
+                turns,
+                [notes + window for _, (notes, window), _ in rows],
+            ),
+        ],
+        guides=[Guide(history, f"history share of the budget: {history:,} tokens")],
+    )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="20,100,500,2000", help="comma-separated turn counts")
     parser.add_argument("--data", type=Path, default=default_data_path(), help="locomo-dev.json")
+    parser.add_argument(
+        "--plot", type=Path, metavar="DIR", help=f"also write DIR/{PLOT_FILE} (needs matplotlib)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    asyncio.run(run(sizes, args.data))
+    rows = asyncio.run(run(sizes, args.data))
+    if args.plot:
+        print(f"  wrote {plot(rows, args.plot)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
