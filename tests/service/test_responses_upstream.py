@@ -103,6 +103,30 @@ def test_reasoning_items_go_back_upstream_byte_for_byte(
     assert thread.status_code == 200
 
 
+def test_a_client_history_goes_upstream_as_the_client_sent_its_items(
+    client: openai.OpenAI, native: tuple[LiveServer, ScriptedUpstream]
+) -> None:
+    """`X-Workingmem-History: client`: the input as it came, a reasoning item and its
+    encrypted content included, not its chat view."""
+    _, upstream = native
+    first = client.responses.create(model="answer-model", input="I am Ada.", store=False)
+    history = [
+        {"role": "user", "content": "I am Ada."},
+        *first.model_dump(exclude_none=True)["output"],
+        {"role": "user", "content": "Who am I?"},
+    ]
+    client.responses.create(
+        model="answer-model",
+        input=history,
+        store=False,
+        extra_headers={"X-Workingmem-History": "client"},
+    )
+    sent = upstream_calls(upstream)[-1]["input"]
+    assert sent == history
+    assert sent[1]["type"] == "reasoning"
+    assert sent[1]["encrypted_content"] == first.output[0].encrypted_content  # type: ignore[union-attr]
+
+
 def test_a_function_call_loop_through_a_responses_upstream(
     client: openai.OpenAI, native: tuple[LiveServer, ScriptedUpstream]
 ) -> None:

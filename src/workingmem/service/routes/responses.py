@@ -26,6 +26,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ...errors import ConflictError
+from ...formats import carrying
 from ...formats.responses import FORMAT, starts_with_output, turns_of
 from ...formats.responses_chat import answer_turn, chat_options, chat_tools, native_output, new_id
 from ...gateway import AnswerStream, AskResult, Gateway
@@ -245,7 +246,11 @@ async def create_response(
         system: list[Message] = (
             [{"role": "system", "content": body.instructions}] if body.instructions else []
         )
-        ask["passthrough"] = [*system, *(turn.message for turn in turns)]
+        # a Responses upstream gets the items as they came (reasoning included), any other
+        # upstream their chat view
+        native = gateway.native_format == FORMAT
+        sent = [carrying(turn.message, turn.item if native else None) for turn in turns]
+        ask["passthrough"] = [*system, *sent]
 
     async def finish(result: AskResult) -> dict[str, Any]:
         return await _finish(records, tenant, info, result, len(turns))
