@@ -366,3 +366,37 @@ async def test_anthropics_api_answers_errors_in_its_own_shape(api: httpx.AsyncCl
         assert answer.status_code == status, answer.text
         assert answer.json() == {"type": "error", "error": {"type": kind, "message": ANY}}
     assert_openai_error(await api.post("/v1/chat/completions", content=b"x" * (MAX_BODY + 1)), 413)
+
+
+@pytest.mark.parametrize(
+    ("path", "body_user"),
+    [
+        (CHAT, {"user": "from-body"}),
+        ("/v1/responses", {"user": "from-body"}),
+        ("/v1/messages", {"metadata": {"user_id": "from-body"}, "max_tokens": 100}),
+    ],
+    ids=["chat", "responses", "messages"],
+)
+async def test_the_user_is_x_user_id_else_the_protocols_own_field(
+    api: httpx.AsyncClient, path: str, body_user: dict[str, Any]
+) -> None:
+    """One rule on every API: the gateway's header first, then the body's own field."""
+    said = (
+        {"input": "hi"}
+        if path == "/v1/responses"
+        else {"messages": [{"role": "user", "content": "hi"}]}
+    )
+    for thread, headers, expected in [
+        ("both", {"X-User-Id": "from-header"}, "from-header"),
+        ("body", {}, "from-body"),
+    ]:
+        answer = await api.post(
+            path,
+            headers={"X-Thread-Id": thread, **headers},
+            json={"model": "answer-model", **said, **body_user},
+        )
+        assert answer.status_code == 200, answer.text
+        listed = {
+            t["id"]: t["user_id"] for t in (await api.get("/v1/threads")).json()["data"]
+        }
+        assert listed[thread] == expected

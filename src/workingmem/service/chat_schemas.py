@@ -282,7 +282,8 @@ class ChatCompletionRequest(BaseModel):
     """A JSON boolean: ``"yes"`` is refused, not read as true."""
     stream_options: StreamOptions | None = None
     user: Id | None = None
-    """The user; else the ``X-User-Id`` header. Forwarded too."""
+    """The user when no ``X-User-Id`` header names one (the header wins, as on every API).
+    Forwarded too."""
     metadata: Metadata | None = None
     """Forwarded; ``thread_id`` in it names the thread when no ``X-Thread-Id`` does."""
     n: Choices | None = None

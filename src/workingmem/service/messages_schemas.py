@@ -147,7 +147,8 @@ ToolChoice = Annotated[ToolChoiceAny | ToolChoiceTool, Field(discriminator="type
 class Metadata(BaseModel):
     model_config = ConfigDict(extra="forbid")
     user_id: Id | None = None
-    """The end user: the thread's user, as ``X-User-Id`` says it elsewhere."""
+    """The end user: the thread's user when no ``X-User-Id`` header names one (the header
+    wins, as on every API)."""
 
 
 class MessageCountTokensRequest(BaseModel):

@@ -231,7 +231,8 @@ class ResponseCreateRequest(BaseModel):
     metadata: Metadata | None = None
     truncation: Literal["auto", "disabled"] | None = None
     user: Id | None = None
-    """The user (deprecated at OpenAI for `safety_identifier`); else ``X-User-Id``."""
+    """The user (deprecated at OpenAI for `safety_identifier`) when no ``X-User-Id`` header
+    names one (the header wins, as on every API)."""
     safety_identifier: Annotated[str, Field(max_length=256)] | None = None
     prompt_cache_key: Annotated[str, Field(max_length=256)] | None = None
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None

@@ -64,7 +64,7 @@ async def chat_completions(
     services = get_services(request)
     gateway = services.gateway
     thread_id = _thread_id(asked.x_thread_id, body)
-    user_id = body.user or asked.x_user_id or None
+    user_id = asked.x_user_id or body.user or None  # the gateway's header first, on every API
     if user_id is not None:
         check_id("user", user_id)
     if body.stream and (body.n or 1) > 1:
