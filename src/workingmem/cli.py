@@ -11,6 +11,7 @@ Needs the ``server`` extra (typer, rich, FastAPI, uvicorn). Every command's help
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.metadata
 import json
 import os
@@ -577,12 +578,38 @@ def serve(
     console.print(f"OpenAI base URL: http://{shown}:{port}/v1 · page: http://{shown}:{port}/ui/")
     console.print(f"MCP (the working memory, per user): http://{shown}:{port}/mcp")
     if workers == 1:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(settings), host=host, port=port, log_config=_log_config())
         return
     console.print(f"Workers: {workers} processes on one port, sharing the database.")
     # Each worker builds its own app from the settings it finds in its environment.
     os.environ[SETTINGS_ENV] = settings.to_json()
-    uvicorn.run(APP_FACTORY, factory=True, workers=workers, host=host, port=port, log_level="info")
+    uvicorn.run(
+        APP_FACTORY, factory=True, workers=workers, host=host, port=port, log_config=_log_config()
+    )
+
+
+def _log_config() -> dict[str, Any]:
+    """uvicorn's own logging, and the package's loggers (``workingmem.*``: a line per model
+    call, the memory updates and why one failed) on the same console at INFO, each line with
+    its logger's name. Without it they would go unseen, or bare through Python's last resort."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["workingmem"] = {
+        "()": "uvicorn.logging.DefaultFormatter",
+        "fmt": "%(levelprefix)s %(name)s: %(message)s",
+    }
+    config["handlers"]["workingmem"] = {
+        "formatter": "workingmem",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+    }
+    config["loggers"]["workingmem"] = {
+        "handlers": ["workingmem"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
 
 
 @app.command()

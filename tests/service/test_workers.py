@@ -219,6 +219,8 @@ def test_serve_with_two_workers_answers_from_both_into_one_database(
     assert server.returncode == 0, output
     assert "Workers: 2 processes" in output
     assert output.count("Application shutdown complete") == 2, output
+    # the package's own log on the same console, with its logger's name: a line per model call
+    assert output.count("workingmem.llm: llm.call ") >= len(threads), output
 
     async def stored() -> dict[str, int]:
         async with await wm.open_store(database) as store:
