@@ -78,10 +78,10 @@ class ServiceSettings:
     model's included); None leaves the gateway's own (off unless it sets one)."""
     local_model_path: str | None = None
     """Another GGUF file for the local model, when no upstream is configured; None:
-    ``WORKINGMEM_LOCAL_MODEL``, else SmolLM2-135M-Instruct."""
+    SmolLM2-135M-Instruct (`from_env` reads ``WORKINGMEM_LOCAL_MODEL`` into it)."""
     local_model_sha256: str | None = None
     """The SHA-256 `local_model_path` must have, checked before it is loaded (None: not
-    checked); with no `local_model_path`, ``WORKINGMEM_LOCAL_MODEL_SHA256``."""
+    checked; `from_env` reads ``WORKINGMEM_LOCAL_MODEL_SHA256`` into it)."""
 
     def __post_init__(self) -> None:
         if self.recall_ratio is not None and not 0 <= self.recall_ratio < 1:

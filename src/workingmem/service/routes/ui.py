@@ -6,7 +6,7 @@
     GET  /ui/login, POST /ui/login, POST /ui/logout
 
 Server-rendered (Jinja2, autoescaped); the Forget button asks for confirmation, then calls
-``DELETE /v1/threads/{thread_id}/memory`` and reloads. With API keys in the database the page
+``POST /v1/threads/{thread_id}/memory/reset`` and reloads. With API keys in the database the page
 needs one: the login form opens a server-side session whose token is an HttpOnly,
 SameSite=Strict cookie (never the key; a Bearer header works too). Without keys, the page
 shows the local tenant.
