@@ -396,7 +396,5 @@ async def test_the_user_is_x_user_id_else_the_protocols_own_field(
             json={"model": "answer-model", **said, **body_user},
         )
         assert answer.status_code == 200, answer.text
-        listed = {
-            t["id"]: t["user_id"] for t in (await api.get("/v1/threads")).json()["data"]
-        }
+        listed = {t["id"]: t["user_id"] for t in (await api.get("/v1/threads")).json()["data"]}
         assert listed[thread] == expected
