@@ -18,11 +18,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
 from .errors import ConflictError, ContextOverflowError, NotFoundError, ValidationError
 from .llm import CallMeta, Completion, GuardedClient, LLMClient, UsageGuard
+from .messages import normalize_messages
 from .prompts import PromptTemplates
 from .recall import LexicalRetriever, Recalled, Retriever, render_days, select_recalled
 from .stores.base import StateWrite, ThreadStore, TurnSearchStore
@@ -31,6 +32,7 @@ from .summarizer import Summarizer
 from .tokens import Tokenizer, tokenizer_for
 from .transcript import text_of
 from .types import (
+    ChatMessage,
     CountedTurn,
     MessageIn,
     ModelInfo,
@@ -159,16 +161,24 @@ class WorkingMemory:
         profile: Profile,
         budget_tokens: int,
         recall_query: str | None = None,
+        pending: Sequence[MessageIn] = (),
     ) -> WorkingMemoryLoad:
         """The history part of one model request: the window and the notes.
 
         `recall_query`: more words for recall to search for besides the newest user turn's
         (the query rewriter's, `recall_rewrite`); ignored when recall is off.
 
+        `pending`: messages the request sends after the stored thread that are not stored yet
+        (a framework that stores a run's input after the model call). The window ends with
+        them, as if they were the thread's newest turns: they count within its share, and with
+        a user turn among them they are the current exchange, which recall searches for and
+        which older stored units make room for. The load's `messages`, `seqs` and `tokens`
+        are the stored turns' alone; the caller sends the pending ones itself.
+
         Raises:
             ValidationError: a budget that is not a positive integer, or a wrong argument type.
-            NotFoundError: no such thread for this tenant.
-            ContextOverflowError: the current user turn alone does not fit the history share.
+            NotFoundError: no such thread for this tenant (with `pending`, once they fit).
+            ContextOverflowError: the current exchange alone does not fit the history share.
         """
         _check_budget(budget_tokens)
         if not isinstance(model, ModelInfo):
@@ -177,11 +187,18 @@ class WorkingMemory:
             raise ValidationError("profile", "must be a Profile")
         config = profile.resolve(self.config)
         tokenizer = tokenizer_for(model)
+        new = _pending_messages(pending)
         if not config.enabled:
             window, tokens, total, _ = await self._window(
-                tenant_id, thread_id, tokenizer, limit=None, reach=DISABLED_WINDOW_TURNS
+                tenant_id,
+                thread_id,
+                tokenizer,
+                limit=None,
+                reach=DISABLED_WINDOW_TURNS,
+                pending=new,
             )
-            return _loaded(window, tokens, total, notes="", strategy=None)
+            stored, tokens = _stored_part(window, tokens, total)
+            return _loaded(stored, tokens, total, notes="", strategy=None)
         history = math.floor(config.chat_history_ratio * budget_tokens)
         if self.retriever is not None and config.recall_ratio > 0:
             try:
@@ -193,10 +210,13 @@ class WorkingMemory:
                     history,
                     recall=True,
                     query=recall_query,
+                    pending=new,
                 )
             except ContextOverflowError:
                 pass  # the current exchange needs recall's share too: it goes first
-        return await self._load(tenant_id, thread_id, tokenizer, config, history, recall=False)
+        return await self._load(
+            tenant_id, thread_id, tokenizer, config, history, recall=False, pending=new
+        )
 
     async def _load(
         self,
@@ -208,6 +228,7 @@ class WorkingMemory:
         *,
         recall: bool,
         query: str | None = None,
+        pending: Sequence[ChatMessage] = (),
     ) -> WorkingMemoryLoad:
         """One strategy's load within `history` tokens; with `recall`, the window leaves
         `recall_ratio` of them to the turns recalled from before it, which also take what
@@ -221,6 +242,7 @@ class WorkingMemory:
             limit=limit,
             reach=config.recent_turns if summary else None,
             step=0 if summary else math.floor(config.window_step_ratio * limit),
+            pending=pending,
         )
         notes = ""
         if summary:
@@ -228,13 +250,14 @@ class WorkingMemory:
                 state = await self.store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
             notes = render_notes(state)
         recalled = Recalled()
+        stored, stored_tokens = _stored_part(window, tokens, total)
         if recall and window:
             recalled = await self._recall(
-                tenant_id, thread_id, tokenizer, window, history - tokens, query
+                tenant_id, thread_id, tokenizer, window, stored, history - tokens, query
             )
         return _loaded(
-            window,
-            tokens,
+            stored,
+            stored_tokens,
             total,
             notes="\n\n".join(part for part in (notes, recalled.text) if part),
             strategy=config.strategy or Strategy.SUMMARY_BUFFER,
@@ -248,19 +271,21 @@ class WorkingMemory:
         thread_id: str,
         tokenizer: Tokenizer,
         window: list[CountedTurn],
+        stored: list[CountedTurn],
         limit: int,
         extra_query: str | None,
     ) -> Recalled:
-        """The units before the window that match its newest user turn, as many as fit, and
-        the days the window's turns were written (when the store can say)."""
+        """The units before the window that match its newest user turn (a pending one
+        included), as many as fit, and the days the window's stored turns were written (when
+        the store can say)."""
         days = ""
-        if isinstance(self.store, TurnSearchStore):
+        if stored and isinstance(self.store, TurnSearchStore):
             days = render_days(
                 await self.store.turn_days(
                     tenant_id=tenant_id,
                     thread_id=thread_id,
-                    first_seq=window[0].seq,
-                    last_seq=window[-1].seq,
+                    first_seq=stored[0].seq,
+                    last_seq=stored[-1].seq,
                 )
             )
         query = next(
@@ -293,29 +318,47 @@ class WorkingMemory:
         limit: int | None,
         reach: int | None,
         step: int = 0,
+        pending: Sequence[ChatMessage] = (),
     ) -> tuple[list[CountedTurn], int, int, WorkingMemoryState | None]:
         """Reads the tail newest first until the window is decided.
 
-        Returns the window, its tokens, the thread's turn count and its memory state when the
-        store read it with the first page (`Tail.state`). The first read asks the
-        store for the turns that fill the limit (the store sums its cached counts), so a load
-        reads what it sends, in one trip, whatever the thread's length; further pages, sized
-        from the tokens still to fill, are for turns not counted yet and windows that reach
-        past an unanswered call.
+        Returns the window (the `pending` messages last, numbered after the thread's turns),
+        its tokens, the thread's turn count and its memory state when the store read it with
+        the first page (`Tail.state`). The first read asks the store for the turns that fill
+        the limit (the store sums its cached counts), so a load reads what it sends, in one
+        trip, whatever the thread's length; further pages, sized from the tokens still to
+        fill, are for turns not counted yet and windows that reach past an unanswered call.
         """
         batch = _MAX_READ if reach is None else min(_MAX_READ, reach + 8)
         if limit is None and reach is None:
             batch = _FIRST_READ
-        tail = await self.store.read_tail(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            tokenizer=tokenizer,
-            limit=batch,
-            tokens=limit,
-        )
+        try:
+            tail = await self.store.read_tail(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                tokenizer=tokenizer,
+                limit=batch,
+                tokens=limit,
+            )
+        except NotFoundError:
+            if pending:  # a thread not stored yet: what the request sends must fit all the same
+                select_window(
+                    _pending_turns(pending, tokenizer, after=None, total=0),
+                    limit_tokens=limit,
+                    reply_overhead=tokenizer.reply_overhead,
+                    at_thread_start=True,
+                )
+            raise
         total = tail.thread.turn_count
         min_seq = 1 if reach is None else tail_start(total, reach)
         turns = tail.turns
+        if pending:
+            turns = [
+                *turns,
+                *_pending_turns(
+                    pending, tokenizer, after=turns[-1] if turns else None, total=total
+                ),
+            ]
         while True:
             selection = select_window(
                 turns,
@@ -501,6 +544,43 @@ def _next_batch(turns: list[CountedTurn], limit: int | None, batch: int) -> int:
     average = max(1.0, sum(t.tokens for t in turns) / len(turns))
     remaining = max(0, limit - sum(t.tokens for t in turns))
     return max(16, min(_MAX_READ, int(remaining / average * 1.25) + 16))
+
+
+def _pending_messages(pending: Sequence[MessageIn]) -> list[ChatMessage]:
+    """The pending messages, validated and in their canonical form (as they will be stored,
+    and so counted)."""
+    if not pending:
+        return []
+    return cast(list[ChatMessage], normalize_messages(pending, "pending"))
+
+
+def _pending_turns(
+    pending: Sequence[ChatMessage], tokenizer: Tokenizer, *, after: CountedTurn | None, total: int
+) -> list[CountedTurn]:
+    """The pending messages as the turns they will be once stored after the thread's `total`
+    turns (`after` the newest of them, when read): numbered on, counted, grouped in units (a
+    tool result joins the unit of the call before it, a stored one included)."""
+    first = total + 1
+    unit = after.unit_seq if after is not None and after.seq == total else first
+    turns = []
+    for seq, message in enumerate(pending, start=first):
+        if message["role"] != "tool":
+            unit = seq
+        turns.append(CountedTurn(seq, unit, message, tokenizer.count_message(message)))
+    return turns
+
+
+def _stored_part(
+    window: list[CountedTurn], tokens: int, total: int
+) -> tuple[list[CountedTurn], int]:
+    """The window's stored turns (those numbered within the thread's `total`) and their
+    tokens, reply overhead included (0 for none)."""
+    stored = [turn for turn in window if turn.seq <= total]
+    if len(stored) == len(window):
+        return window, tokens
+    if not stored:
+        return [], 0
+    return stored, tokens - sum(turn.tokens for turn in window[len(stored) :])
 
 
 def _loaded(

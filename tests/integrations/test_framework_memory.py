@@ -155,3 +155,32 @@ async def test_the_memory_text_alone_is_what_the_context_gives_without_the_windo
     assert sliding_text == (await sliding.context(tenant_id=tenant, thread_id="th")).memory_text
     assert "Ada plans a trip." not in sliding_text
     assert await summary.memory_text(tenant_id=tenant, thread_id="none yet") != ""
+
+
+async def test_pending_messages_are_the_current_exchange_older_turns_make_room(
+    store: wm.Store, tenant: str
+) -> None:
+    """What a call sends unstored is the window's current exchange: a stored exchange too
+    large for the share drops out like any older unit; only pending messages that alone do
+    not fit are a `ContextOverflowError`, on a thread not stored yet as on any other."""
+    memory = FrameworkMemory(store=store, config=SLIDING, budget_tokens=200)
+    huge: wm.MessageIn = {"role": "user", "content": "word " * 500}
+    pending: list[wm.MessageIn] = [{"role": "user", "content": "which order was it?"}]
+
+    async def exchange(question: str, answer: str) -> list[str]:
+        """Stores an exchange; the window's stored turns before the pending question."""
+        said: list[wm.MessageIn] = [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": answer},
+        ]
+        await memory.append(tenant_id=tenant, thread_id="th", messages=said)
+        context = await memory.context(tenant_id=tenant, thread_id="th", pending=pending)
+        return [str(turn.content) for turn in context.turns]
+
+    assert await exchange("paste the manual", "word " * 500) == []  # too large: it drops out
+    assert await exchange("my order is 1234", "noted") == ["my order is 1234", "noted"]
+    for thread in ("th", "not stored yet"):
+        with pytest.raises(wm.ContextOverflowError):
+            await memory.context(tenant_id=tenant, thread_id=thread, pending=[huge])
+    fresh = await memory.context(tenant_id=tenant, thread_id="not stored yet", pending=pending)
+    assert fresh.turns == []

@@ -181,6 +181,87 @@ async def test_summary_buffer_notes_arrive_once_due_and_never_hold_up_a_run(
     assert len(history_of(upstream.requests[-1])) <= 5  # recent_turns 4 + the new question
 
 
+def pets_thread() -> list[TResponseInputItem]:
+    """A thread whose old turns name the dog and a parcel, then small talk, then a question
+    about the parcel: the newest stored exchange."""
+    items: list[TResponseInputItem] = [
+        {"role": "user", "content": "We adopted a beagle puppy and named him Biscuit."},
+        {"role": "assistant", "content": "Biscuit is a great name for a beagle."},
+        {"role": "user", "content": "My parcel was lost in the post."},
+        {"role": "assistant", "content": "Sorry to hear that; it may still turn up."},
+    ]
+    for n in range(60):
+        items += [
+            {"role": "user", "content": f"Small talk number {n} about nothing much."},
+            {"role": "assistant", "content": f"Reply {n}."},
+        ]
+    items += [
+        {"role": "user", "content": "Has the parcel turned up?"},
+        {"role": "assistant", "content": "Not yet."},
+    ]
+    return items
+
+
+async def test_recall_searches_for_the_new_input_and_its_turns_reach_the_model(
+    store: wm.Store, tenant: str, upstream: ScriptedUpstream, client: AsyncOpenAI
+) -> None:
+    """With recall on, the turns recalled for the question being asked (not for the previous
+    one, which is stored) are in the notes the model reads, with the window's dates."""
+    session = WorkingMemorySession(
+        "pets",
+        store=store,
+        tenant_id=tenant,
+        config=wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW, recall_ratio=0.5),
+        budget_tokens=1_000,
+    )
+    await session.add_items(pets_thread())
+    upstream.push(Reply("Biscuit."))
+    await ask(agent_for(client, session), session, "What did we call the beagle?")
+
+    (request,) = upstream.requests
+    notes = request["messages"][0]
+    assert notes["role"] == "system"
+    assert "named him Biscuit" in notes["content"]  # recalled for this question's words
+    assert "lost in the post" not in notes["content"]  # not for the previous question's
+    assert "When the messages below were written (UTC):" in notes["content"]
+    window = history_of(request)
+    assert window[-1] == {"role": "user", "content": "What did we call the beagle?"}
+    assert "named him Biscuit" not in json.dumps(window)  # recalled, not in the window
+
+
+async def test_an_oversized_exchange_drops_out_of_the_window_and_the_thread_goes_on(
+    store: wm.Store, tenant: str, upstream: ScriptedUpstream, client: AsyncOpenAI
+) -> None:
+    """An answer larger than the window's share is stored; the next runs work, without it:
+    the new input is the current exchange. Only an input that alone does not fit fails, with
+    `ContextOverflowError`, and stores nothing."""
+    session = WorkingMemorySession(
+        "big", store=store, tenant_id=tenant, config=SLIDING, budget_tokens=2_000
+    )
+    agent = agent_for(client, session)
+    huge = "lorem " * 3_000
+    upstream.push(Reply("noted"), Reply(huge), Reply("the first one"), Reply("ok"))
+    await ask(agent, session, "my order is 1234")
+    await ask(agent, session, "paste the whole manual")
+    assert await ask(agent, session, "which order was it?") == "the first one"
+    await ask(agent, session, "thanks")
+
+    for request in upstream.requests[2:]:
+        assert huge.strip() not in json.dumps(request)
+    assert history_of(upstream.requests[-1])[-3:] == [
+        {"role": "user", "content": "which order was it?"},
+        {"role": "assistant", "content": "the first one"},
+        {"role": "user", "content": "thanks"},
+    ]
+    stored = await session.get_items()
+    assert len(stored) == 8
+
+    with pytest.raises(wm.ContextOverflowError):
+        await ask(agent, session, huge)
+    assert len(upstream.requests) == 4  # the model was not called
+    assert await session.get_items() == stored
+
+
 async def test_switched_off_memory_sends_the_last_twenty_turns_and_no_notes(
     store: wm.Store, tenant: str, upstream: ScriptedUpstream, client: AsyncOpenAI
 ) -> None:

@@ -345,6 +345,80 @@ async def test_locomo_under_a_small_budget_keeps_every_request_within_its_share(
     assert len(turns) == 2 * len(exchanges)
 
 
+def exchange(question: str, answer: str) -> list[ModelMessage]:
+    return [ModelRequest(parts=[UserPromptPart(question)]), ModelResponse(parts=[TextPart(answer)])]
+
+
+async def test_recall_for_the_question_being_asked_reaches_the_instructions(
+    store: wm.Store, tenant: str, capabilities: Callable[..., WorkingMemoryCapability]
+) -> None:
+    """With recall on, the instructions carry the turns recalled for the run's own question
+    (not the previous, stored one) and the window's dates, beside a window that left them
+    their share."""
+    memory = capabilities(
+        store=store,
+        tenant_id=tenant,
+        thread_id="pets",
+        config=wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW, recall_ratio=0.5),
+        budget_tokens=1_000,
+    )
+    history = [
+        *exchange("We adopted a beagle puppy and named him Biscuit.", "What a good name."),
+        *exchange("My parcel was lost in the post.", "Sorry; it may still turn up."),
+    ]
+    for n in range(60):
+        history += exchange(f"Small talk number {n} about nothing much.", f"Reply {n}.")
+    history += exchange("Has the parcel turned up?", "Not yet.")
+    await memory.append(history)
+    script = Script(answer="Biscuit.")
+    await script.agent(memory).run("What did we call the beagle?")
+
+    (seen,) = script.seen
+    assert seen.instructions is not None
+    assert NOTES_HEADING in seen.instructions
+    assert "named him Biscuit" in seen.instructions  # recalled for this question's words
+    assert "lost in the post" not in seen.instructions  # not for the previous question's
+    assert "When the messages below were written (UTC):" in seen.instructions
+    assert seen.prompts[-2:] == ["Has the parcel turned up?", "What did we call the beagle?"]
+    assert "named him Biscuit" not in seen.prompts  # recalled, not in the window
+
+
+async def test_an_oversized_exchange_drops_out_of_the_window_and_the_thread_goes_on(
+    store: wm.Store, tenant: str, capabilities: Callable[..., WorkingMemoryCapability]
+) -> None:
+    """An answer larger than the window's share is stored; the next runs work, without it:
+    the run's messages are the current exchange. Only a prompt that alone does not fit
+    fails, with `ContextOverflowError`, and stores nothing."""
+    memory = capabilities(
+        store=store, tenant_id=tenant, thread_id="big", config=SLIDING, budget_tokens=2_000
+    )
+    script = Script()
+    agent = script.agent(memory)
+    huge = "lorem " * 3_000
+    await agent.run("my order is 1234")
+    script.answer = huge
+    await agent.run("paste the whole manual")
+    script.answer = "the first one"
+    assert (await agent.run("which order was it?")).output == "the first one"
+    script.answer = "ok"
+    await agent.run("thanks")
+
+    for seen in script.seen[2:]:
+        assert all(huge not in str(message) for message in seen.chat)
+    assert [m["content"] for m in script.seen[-1].chat[-3:]] == [
+        "which order was it?",
+        "the first one",
+        "thanks",
+    ]
+    stored = await memory.all_messages()
+    assert len(stored) == 8
+
+    with pytest.raises(wm.ContextOverflowError):
+        await agent.run(huge)
+    assert len(script.seen) == 4  # the model was not called
+    assert await memory.all_messages() == stored
+
+
 # -- 3. SUMMARY_BUFFER -----------------------------------------------------------------------
 
 

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import math
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -74,13 +73,15 @@ class MemoryContext:
     """What the model should know from a thread before one call."""
 
     turns: list[Turn]
-    """The window's stored turns, oldest first: whole units, the newest exchange last."""
+    """The window's stored turns, oldest first: whole units, the newest exchange last (the
+    call's pending messages, not stored yet, come after them)."""
     notes: str
-    """SUMMARY_BUFFER's summary and facts; "" otherwise or before the first update."""
+    """SUMMARY_BUFFER's summary and facts, then, with `recall_ratio`, the recalled turns and
+    the days the window was written; "" for none."""
     instructions: str
     """The agent-memory block (its content and how to edit it); "" when it is off."""
     tokens: int
-    """The window's tokens with the model's tokenizer."""
+    """The window's stored turns' tokens with the model's tokenizer."""
     dropped_turns: int
     """The thread's turns that are not in the window."""
     covered_turns: int | None = None
@@ -212,24 +213,23 @@ class FrameworkMemory:
         """The window and the notes for the thread's next model call.
 
         `pending`: messages the call sends after the window that are not stored yet (a
-        framework that stores a run's input after the model call); their tokens come off the
-        window's share. A thread not stored yet has an empty window.
+        framework that stores a run's input after the model call). The window is made as if
+        they were stored, as the thread's newest turns (`WorkingMemory.load`): they take their
+        tokens of its share, and with a user turn among them they are the current exchange,
+        whose words recall searches for and for which older stored units drop out.
+        `ContextOverflowError` when the current exchange alone does not fit the share. A
+        thread not stored yet has an empty window.
         """
         store, memory, agent = await self._parts()
         instructions = await self._instructions(agent, tenant_id, thread_id, user_id)
-        budget = self.budget_tokens
-        if pending:
-            tokenizer = self.tokenizer
-            used = sum(tokenizer.count_message(message) for message in pending)
-            ratio = self.config.chat_history_ratio
-            budget = max(1, budget - math.ceil(used / ratio))
         try:
             loaded = await memory.load(
                 tenant_id=tenant_id,
                 thread_id=thread_id,
                 model=self.model,
                 profile=_PROFILE,
-                budget_tokens=budget,
+                budget_tokens=self.budget_tokens,
+                pending=pending,
             )
         except NotFoundError:
             return MemoryContext(
@@ -256,8 +256,10 @@ class FrameworkMemory:
     async def memory_text(
         self, *, tenant_id: str, thread_id: str, user_id: str | None = None
     ) -> str:
-        """`MemoryContext.memory_text` without reading the window: for a framework that asks
-        for its instructions apart from its history (two reads, none of the turns)."""
+        """The agent-memory block and the stored summary and facts, without reading the
+        window (two reads, none of the turns). Recall is not in it: it searches for the
+        current exchange's words, which `context` has; its `MemoryContext.memory_text` is this
+        and the recalled turns."""
         store, _, agent = await self._parts()
         instructions = await self._instructions(agent, tenant_id, thread_id, user_id)
         config = _PROFILE.resolve(self.config)

@@ -231,9 +231,11 @@ class WorkingMemorySession:
     def input_callback(self) -> InputCallback:
         """The SDK's ``session_input_callback``: the notes, the window, the new input.
 
-        The window is the stored thread's newest whole units within the budget, minus the new
-        input's tokens; it is taken from the history the runner read (so the runner stores
-        nothing of it again), which is the thread's tail.
+        The new input, not stored yet, is the current exchange: the window is the stored
+        thread's newest whole units that fit the budget's share beside it (an older one too
+        large drops out), and recall searches for its words. The window is taken from the
+        history the runner read (so the runner stores nothing of it again), which is the
+        thread's tail. `ContextOverflowError` when the new input alone does not fit.
         """
 
         async def callback(

@@ -28,7 +28,7 @@ async; ``run_sync`` runs them on its own loop: close the capability with `close`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from pydantic import ValidationError as PydanticValidationError
@@ -47,6 +47,7 @@ try:
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import (
         ImageUrl,
+        InstructionPart,
         ModelMessage,
         ModelMessagesTypeAdapter,
         ModelRequest,
@@ -60,7 +61,7 @@ try:
         UserContent,
         UserPromptPart,
     )
-    from pydantic_ai.models import ModelRequestContext
+    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
@@ -145,11 +146,6 @@ class WorkingMemoryCapability(AbstractCapability[Any]):
 
     # -- what the agent gets -----------------------------------------------------------------
 
-    def get_instructions(self) -> Callable[[RunContext[Any]], Awaitable[str]]:
-        """The memory text, read again before every model request (the notes and the
-        agent-memory document change between them)."""
-        return self._memory_text
-
     def get_toolset(self) -> FunctionToolset[Any] | None:
         """The agent-memory tools; None when agent memory is off."""
         specs = self.memory.tool_specs(user_id=self.user_id)
@@ -161,10 +157,16 @@ class WorkingMemoryCapability(AbstractCapability[Any]):
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """The model reads the thread's window, then this run's messages (for this request
-        only: the run's own history stays as the run made it)."""
+        only: the run's own history stays as the run made it), and the instructions end with
+        the memory text of the same load: the agent-memory block, then the notes (summary and
+        facts, the recalled turns and the window's dates). The run's messages are the current
+        exchange: recall searches for its words, and older turns make room for it."""
         current = [m for m in request_context.messages if m.run_id == ctx.run_id]
         context = await self.memory.context(**self._ids, pending=chat_messages(current))
         request_context.messages = _assemble(_messages_from_turns(context.turns), current)
+        request_context.model_request_parameters = _with_instructions(
+            request_context.model_request_parameters, context.memory_text
+        )
         return request_context
 
     async def after_run(
@@ -207,9 +209,6 @@ class WorkingMemoryCapability(AbstractCapability[Any]):
     @property
     def _ids(self) -> dict[str, Any]:
         return {"tenant_id": self.tenant_id, "thread_id": self.thread_id, "user_id": self.user_id}
-
-    async def _memory_text(self, ctx: RunContext[Any]) -> str:
-        return await self.memory.memory_text(**self._ids)
 
     def _tool(self, function: dict[str, Any]) -> Tool[Any]:
         name = function["name"]
@@ -393,6 +392,20 @@ def _merged(messages: list[ModelMessage]) -> list[ModelMessage]:
 
 def _tool_only(request: ModelRequest) -> bool:
     return bool(request.parts) and all(isinstance(p, ToolReturnPart) for p in request.parts)
+
+
+def _with_instructions(
+    parameters: ModelRequestParameters, memory_text: str
+) -> ModelRequestParameters:
+    """The request's parameters with the memory text as its last instruction part (its
+    `instruction_parts` are what the model reads, and what the request in the run's history
+    records); unchanged for no text, or a request that has it already (a suspended response
+    resumed is sent the instructions it was sent)."""
+    parts = parameters.instruction_parts or []
+    if not memory_text or any(memory_text in part.content for part in parts):
+        return parameters
+    part = InstructionPart(memory_text, dynamic=True)
+    return dataclasses.replace(parameters, instruction_parts=[*parts, part])
 
 
 def _assemble(window: list[ModelMessage], current: list[ModelMessage]) -> list[ModelMessage]:
