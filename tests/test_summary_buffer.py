@@ -134,6 +134,25 @@ async def test_the_update_reads_only_the_turns_since_the_state(
     assert "[4] assistant" not in second
 
 
+async def test_the_schema_offers_no_more_removals_than_there_are_facts(
+    store: wm.ThreadStore, tenant: str, client: OpenAIClient, upstream: ScriptedUpstream
+) -> None:
+    """Nothing to remove on a thread without facts, one removal per old fact after: a model
+    under a grammar cannot spend its tokens inventing facts to remove."""
+    memory = make_memory(store, client)
+    await store.append(
+        tenant_id=tenant, thread_id="th", messages=[*exchange(1, remember=True), *exchange(2)]
+    )
+    await save(memory, tenant)
+    await store.append(tenant_id=tenant, thread_id="th", messages=[*exchange(3), *exchange(4)])
+    await save(memory, tenant)
+    removals = [
+        r["response_format"]["json_schema"]["schema"]["properties"]["remove"]["maxItems"]
+        for r in upstream.requests
+    ]
+    assert removals == [0, 1]
+
+
 FAILURES: list[object] = [
     pytest.param(lambda: Reply("this is not json"), "invalid_output", id="malformed-json"),
     pytest.param(lambda: Reply('{"facts": []}'), "invalid_output", id="missing-summary"),

@@ -102,8 +102,12 @@ class ParsedUpdate:
     removals: tuple[Removal, ...]
 
 
-def response_schema(caps: Caps) -> dict[str, Any]:
-    """The JSON schema of an update, for upstreams with structured outputs."""
+def response_schema(caps: Caps, removable: int = MAX_REMOVALS) -> dict[str, Any]:
+    """The JSON schema of an update, for upstreams with structured outputs.
+
+    `removable`: how many old facts there are to remove, so no more removals than that are
+    offered (none for a thread without facts): a small model under a grammar otherwise fills
+    the removals with inventions, up to its token cap."""
     fact = {
         "type": "object",
         "properties": {
@@ -128,7 +132,11 @@ def response_schema(caps: Caps) -> dict[str, Any]:
         "properties": {
             "summary": {"type": "string", "maxLength": caps.summary_max_chars},
             "facts": {"type": "array", "items": fact, "maxItems": caps.max_facts},
-            "remove": {"type": "array", "items": removal, "maxItems": MAX_REMOVALS},
+            "remove": {
+                "type": "array",
+                "items": removal,
+                "maxItems": max(0, min(removable, MAX_REMOVALS)),
+            },
         },
         "required": ["summary", "facts", "remove"],
         "additionalProperties": False,
@@ -308,7 +316,7 @@ class Summarizer:
         prompt = self.prompt(
             summary=summary, facts=facts, turns=turns, caps=caps, tenant_id=meta.tenant_id
         )
-        completion = await self._call(prompt, caps, meta)
+        completion = await self._call(prompt, caps, meta, removable=len(facts))
         if completion.finish_reason == "length":
             raise InvalidOutputError("the answer was cut at max_tokens")
         last_turn = max((t.seq or 0) for t in turns) if turns else 0
@@ -330,24 +338,29 @@ class Summarizer:
             notes=tuple(notes),
         )
 
-    async def _call(self, prompt: str, caps: Caps, meta: CallMeta) -> Completion:
+    async def _call(self, prompt: str, caps: Caps, meta: CallMeta, *, removable: int) -> Completion:
         mode = self.structured_output
         if mode == "json_schema" and meta.model in self._no_json_schema:
             mode = "json_object"
         try:
-            return await self._complete(prompt, caps, meta, mode)
+            return await self._complete(prompt, caps, meta, mode, removable)
         except LLMError as exc:
             if mode != "json_schema" or exc.status_code != 400:
                 raise
             self._no_json_schema.add(meta.model)
-            return await self._complete(prompt, caps, meta, "json_object")
+            return await self._complete(prompt, caps, meta, "json_object", removable)
 
-    async def _complete(self, prompt: str, caps: Caps, meta: CallMeta, mode: str) -> Completion:
+    async def _complete(
+        self, prompt: str, caps: Caps, meta: CallMeta, mode: str, removable: int
+    ) -> Completion:
         response_format: dict[str, Any] | None = None
         if mode == "json_schema":
             response_format = {
                 "type": "json_schema",
-                "json_schema": {"name": "memory_update", "schema": response_schema(caps)},
+                "json_schema": {
+                    "name": "memory_update",
+                    "schema": response_schema(caps, removable),
+                },
             }
         elif mode == "json_object":
             response_format = {"type": "json_object"}

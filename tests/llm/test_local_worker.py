@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -248,6 +249,9 @@ async def test_a_summary_update_whose_worker_dies_is_reported_and_the_next_one_s
             templates=local_templates(),
             on_report=reports.append,
         )
+        # Dated turns: the helper's prompt shows each turn's time, so the same prompt (and,
+        # seeded, the same answer) on every run rather than one that changes by the minute.
+        start = datetime(2026, 12, 3, 9, 7, tzinfo=UTC)
         for index in range(3):
             await store.append(
                 tenant_id="t1",
@@ -255,6 +259,10 @@ async def test_a_summary_update_whose_worker_dies_is_reported_and_the_next_one_s
                 messages=[
                     {"role": "user", "content": f"I'm Ada from Lyon; message {index}."},
                     {"role": "assistant", "content": "Noted, Ada."},
+                ],
+                created_at=[
+                    start + timedelta(minutes=index),
+                    start + timedelta(minutes=index, seconds=5),
                 ],
             )
         update = {
