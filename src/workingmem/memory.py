@@ -575,9 +575,9 @@ def _stored_part(
 ) -> tuple[list[CountedTurn], int]:
     """The window's stored turns (those numbered within the thread's `total`) and their
     tokens, reply overhead included (0 for none)."""
-    stored = [turn for turn in window if turn.seq <= total]
-    if len(stored) == len(window):
+    if not window or window[-1].seq <= total:  # no pending turn: the load's usual case
         return window, tokens
+    stored = [turn for turn in window if turn.seq <= total]
     if not stored:
         return [], 0
     return stored, tokens - sum(turn.tokens for turn in window[len(stored) :])

@@ -135,7 +135,7 @@ def response_schema(caps: Caps, removable: int = MAX_REMOVALS) -> dict[str, Any]
             "remove": {
                 "type": "array",
                 "items": removal,
-                "maxItems": max(0, min(removable, MAX_REMOVALS)),
+                "maxItems": min(removable, MAX_REMOVALS),
             },
         },
         "required": ["summary", "facts", "remove"],

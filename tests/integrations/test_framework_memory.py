@@ -126,7 +126,7 @@ async def test_a_sync_call_on_the_stores_own_loop_is_refused_not_deadlocked(
         memory.run_sync(lambda: memory.all_turns(tenant_id="t", thread_id="th"))
 
 
-async def test_the_memory_text_alone_is_what_the_context_gives_without_the_window(
+async def test_the_memory_text_is_the_agent_block_and_the_strategys_notes(
     store: wm.Store, tenant: str
 ) -> None:
     agent = wm.AgentMemoryConfig()
@@ -146,15 +146,13 @@ async def test_the_memory_text_alone_is_what_the_context_gives_without_the_windo
             reason="update",
         ),
     )
-    context = await summary.context(tenant_id=tenant, thread_id="th")
-    text = await summary.memory_text(tenant_id=tenant, thread_id="th")
-    assert text == context.memory_text
+    text = (await summary.context(tenant_id=tenant, thread_id="th")).memory_text
     assert "Ada plans a trip." in text
     assert "## Working memory" in text
-    sliding_text = await sliding.memory_text(tenant_id=tenant, thread_id="th")
-    assert sliding_text == (await sliding.context(tenant_id=tenant, thread_id="th")).memory_text
+    sliding_text = (await sliding.context(tenant_id=tenant, thread_id="th")).memory_text
     assert "Ada plans a trip." not in sliding_text
-    assert await summary.memory_text(tenant_id=tenant, thread_id="none yet") != ""
+    assert "## Working memory" in sliding_text
+    assert (await summary.context(tenant_id=tenant, thread_id="none yet")).memory_text != ""
 
 
 async def test_pending_messages_are_the_current_exchange_older_turns_make_room(

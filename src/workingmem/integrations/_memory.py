@@ -36,7 +36,6 @@ from ..llm import CallKind, CallMeta, LLMClient, OpenAIClient
 from ..memory import WorkingMemory
 from ..stores import Store, open_store
 from ..stores.base import read_turns
-from ..strategies import render_notes
 from ..tokens import Tokenizer, tokenizer_for
 from ..types import ChatMessage, MessageIn, ModelInfo, NativeItem, Strategy, Turn
 from ._loop import HomeLoop
@@ -253,23 +252,6 @@ class FrameworkMemory:
         )
 
     @on_home_loop
-    async def memory_text(
-        self, *, tenant_id: str, thread_id: str, user_id: str | None = None
-    ) -> str:
-        """The agent-memory block and the stored summary and facts, without reading the
-        window (two reads, none of the turns). Recall is not in it: it searches for the
-        current exchange's words, which `context` has; its `MemoryContext.memory_text` is this
-        and the recalled turns."""
-        store, _, agent = await self._parts()
-        instructions = await self._instructions(agent, tenant_id, thread_id, user_id)
-        config = _PROFILE.resolve(self.config)
-        notes = ""
-        if config.enabled and config.strategy is not Strategy.SLIDING_WINDOW:
-            with contextlib.suppress(NotFoundError):
-                state = await store.get_memory_state(tenant_id=tenant_id, thread_id=thread_id)
-                notes = render_notes(state)
-        return render_memory_slot(instructions, notes)
-
     async def _instructions(
         self, agent: AgentMemory | None, tenant_id: str, thread_id: str, user_id: str | None
     ) -> str:
