@@ -268,7 +268,7 @@ async def test_reset_forgets_the_notes_keeps_the_turns_and_marks_them_seen(
     assert [s.summary for s in history] == [""]  # forgotten means gone from the history too
 
 
-@pytest.mark.parametrize("method", ["load", "get_state", "reset"])
+@pytest.mark.parametrize("method", ["load", "load-pending", "get_state", "reset"])
 async def test_unknown_or_foreign_thread_is_not_found(
     store: wm.ThreadStore, tenant: str, method: str
 ) -> None:
@@ -280,6 +280,15 @@ async def test_unknown_or_foreign_thread_is_not_found(
         call: Coroutine[Any, Any, object]
         if method == "load":
             call = load(mem, tenant_id, thread_id=thread_id)
+        elif method == "load-pending":  # a framework's unstored input changes nothing of it
+            call = mem.load(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                model=GPT4O,
+                profile=DEFAULT_PROFILE,
+                budget_tokens=4_000,
+                pending=[user("and now?")],
+            )
         elif method == "get_state":
             call = mem.get_state(tenant_id=tenant_id, thread_id=thread_id)
         else:
