@@ -12,6 +12,7 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.util.types import Attributes, AttributeValue
 
 import workingmem.llm as llm
+from tests.helpers import run_fresh
 from workingmem.errors import ValidationError, WorkingMemoryError
 from workingmem.llm import (
     AllowAllGuard,
@@ -363,6 +364,39 @@ async def test_without_otel_only_the_log_line(
 
     assert provider.tracer.spans == []
     assert len(llm_records(caplog)) == 1
+
+
+_GLOBAL_PROVIDER = """
+from opentelemetry import trace
+from workingmem.llm import CallKind, CallMeta, LLMTracer
+
+class Recording(trace.TracerProvider):
+    def __init__(self):
+        self.names = []
+    def get_tracer(self, *args, **kwargs):
+        names = self.names
+        class Tracer(trace.NoOpTracer):
+            def start_as_current_span(self, name, *args, **kwargs):
+                names.append(name)
+                return super().start_as_current_span(name, *args, **kwargs)
+        return Tracer()
+
+tracer = LLMTracer()
+meta = CallMeta(kind=CallKind.ANSWER, tenant_id="t1", model="m")
+caller = trace.NonRecordingSpan(trace.SpanContext(trace_id=1, span_id=2, is_remote=True))
+with trace.use_span(caller), tracer.call(meta):
+    before = trace.get_current_span()
+provider = Recording()
+trace.set_tracer_provider(provider)
+with tracer.call(meta):
+    pass
+print(before is caller, provider.names)
+"""
+
+
+def test_spans_go_to_the_global_provider_once_the_application_sets_one() -> None:
+    # Before: no span at all (the caller's span stays current); after: the next call's.
+    assert run_fresh(_GLOBAL_PROVIDER) == "True ['workingmem.llm.ANSWER']"
 
 
 class NamedClient:

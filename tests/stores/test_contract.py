@@ -586,6 +586,37 @@ async def test_an_append_after_another_writer_recreated_the_thread_goes_to_the_n
         assert thread.turn_count == 2
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_writers_that_saw_the_thread_missing_make_it_once(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """Two writers that read the thread missing append its first turns at once: one makes
+    it, the other's turns follow them. One that saw a thread missing appends to it after
+    another writer made it and emptied it."""
+    async with two_stores(backend, tmp_path) as (first, second):
+        for store in (first, second):
+            with pytest.raises(wm.NotFoundError):
+                await _read(store, tenant, GPT_4O)
+        await asyncio.gather(
+            first.append(tenant_id=tenant, thread_id="th", messages=[user("a"), assistant("b")]),
+            second.append(tenant_id=tenant, thread_id="th", messages=[user("c")]),
+        )
+        turns = await second.list_turns(tenant_id=tenant, thread_id="th")
+        assert [t.seq for t in turns] == [1, 2, 3]
+        assert sorted(str(t.content) for t in turns) == ["a", "b", "c"]
+        assert (await _read(first, tenant, GPT_4O)).thread.turn_count == 3
+
+        with pytest.raises(wm.NotFoundError):
+            await first.read_tail(tenant_id=tenant, thread_id="other", tokenizer=GPT_4O, limit=9)
+        await second.append(tenant_id=tenant, thread_id="other", messages=[user("gone")])
+        await second.read_tail(tenant_id=tenant, thread_id="other", tokenizer=GPT_4O, limit=9)
+        await second.replace_turns(tenant_id=tenant, thread_id="other", messages=[])
+        appended = await first.append(tenant_id=tenant, thread_id="other", messages=[user("x")])
+        assert [t.seq for t in appended] == [1]
+        thread = await second.get_thread(tenant_id=tenant, thread_id="other")
+        assert thread.turn_count == 1
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [

@@ -173,7 +173,7 @@ class LLMTracer:
                 self._log(record)
 
     def _span(self, meta: CallMeta, *, current: bool) -> AbstractContextManager[Span | None]:
-        if not self._otel:
+        if not self._otel or (self._provider is None and not _global_provider_set()):
             return nullcontext()
         tracer = otel_trace.get_tracer(TRACER_NAME, tracer_provider=self._provider)
         attributes: dict[str, str] = {
@@ -206,6 +206,14 @@ class LLMTracer:
         fields = record.fields()
         line = " ".join(f"{key}={_quote(value)}" for key, value in fields.items())
         self.logger.log(level, "llm.call %s", line, extra={"llm": fields})
+
+
+def _global_provider_set() -> bool:
+    """Whether the application installed a tracer provider: until it does, OpenTelemetry's
+    global one makes spans that record nothing, not worth their cost on every call (and a
+    provider installed later is seen by the next call)."""
+    provider = otel_trace.get_tracer_provider()
+    return not isinstance(provider, (otel_trace.ProxyTracerProvider, otel_trace.NoOpTracerProvider))
 
 
 @contextmanager

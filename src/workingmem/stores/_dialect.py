@@ -153,6 +153,12 @@ class Dialect(ABC):
     def read(self) -> AbstractAsyncContextManager[Session]:
         """A consistent read: one snapshot for all its statements."""
 
+    async def write_one(self, sql: str, params: Sequence[object] = ()) -> int:
+        """One write statement, atomic on its own (a transaction of its own where the
+        database needs one); the rows it changed."""
+        async with self.write() as session:
+            return await session.last(sql, params)
+
     @abstractmethod
     def snapshot(self) -> AbstractAsyncContextManager[Session]:
         """A read whose statements all see one snapshot of the database (what `read` promises

@@ -759,27 +759,29 @@ class SQLThreads:
         state = WorkingMemoryState() if found is None else self._state(found)
         return self._thread(row), state, [self._state(r) for r in history]
 
+    # An ask lock's row names its thread by ids (the thread may not exist yet): each of its
+    # writes is one statement, which PostgreSQL runs in one round trip.
+
     async def claim_thread(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.write() as session:
-            keys = {"tenant_id": tenant_id, "thread_id": thread_id}
-            return await self._claim(session, "thread_locks", keys, owner, ttl_seconds)
+        keys = {"tenant_id": tenant_id, "thread_id": thread_id}
+        claim = self._claim("thread_locks", keys, owner, ttl_seconds)
+        return await self._dialect.write_one(*claim) == 1
 
     async def renew_thread(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
     ) -> bool:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.write() as session:
-            keys = {"tenant_id": tenant_id, "thread_id": thread_id}
-            return await self._renew(session, "thread_locks", keys, owner, ttl_seconds)
+        keys = {"tenant_id": tenant_id, "thread_id": thread_id}
+        renew = self._renew("thread_locks", keys, owner, ttl_seconds)
+        return await self._dialect.write_one(*renew) == 1
 
     async def release_thread(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.write() as session:
-            keys = {"tenant_id": tenant_id, "thread_id": thread_id}
-            await self._release(session, "thread_locks", keys, owner)
+        keys = {"tenant_id": tenant_id, "thread_id": thread_id}
+        await self._dialect.write_one(*self._release("thread_locks", keys, owner))
 
     async def claim_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
@@ -787,9 +789,8 @@ class SQLThreads:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            return await self._claim(
-                session, "memory_leases", {"thread_pk": pk}, owner, ttl_seconds
-            )
+            claim = self._claim("memory_leases", {"thread_pk": pk}, owner, ttl_seconds)
+            return await session.last(*claim) == 1
 
     async def renew_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
@@ -797,26 +798,25 @@ class SQLThreads:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            return await self._renew(
-                session, "memory_leases", {"thread_pk": pk}, owner, ttl_seconds
-            )
+            renew = self._renew("memory_leases", {"thread_pk": pk}, owner, ttl_seconds)
+            return await session.last(*renew) == 1
 
     async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:
             pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            await self._release(session, "memory_leases", {"thread_pk": pk}, owner)
+            await session.queue(*self._release("memory_leases", {"thread_pk": pk}, owner))
 
     # A lease: a row per key with its owner and expiry, in `thread_locks` or `memory_leases`
     # (names of this module, never input); taking one is an upsert that wins only over an
-    # expired row, so of two claimers one gets it.
+    # expired row, so of two claimers one gets it (the statement changes one row).
 
-    async def _claim(
-        self, session: Session, table: str, keys: Mapping[str, object], owner: str, ttl: float
-    ) -> bool:
+    def _claim(
+        self, table: str, keys: Mapping[str, object], owner: str, ttl: float
+    ) -> tuple[str, tuple[object, ...]]:
         now = _rows.utcnow()
         columns = ", ".join(keys)
-        claimed = await session.last(
+        return (
             f"INSERT INTO {table} ({columns}, owner, expires_at) VALUES "
             f"({', '.join('?' * (len(keys) + 2))}) ON CONFLICT ({columns}) DO UPDATE SET "
             f"owner = excluded.owner, expires_at = excluded.expires_at "
@@ -828,25 +828,22 @@ class SQLThreads:
                 self._dialect.stamp(now),
             ),
         )
-        return claimed == 1
 
-    async def _renew(
-        self, session: Session, table: str, keys: Mapping[str, object], owner: str, ttl: float
-    ) -> bool:
+    def _renew(
+        self, table: str, keys: Mapping[str, object], owner: str, ttl: float
+    ) -> tuple[str, tuple[object, ...]]:
         where = " AND ".join(f"{column} = ?" for column in keys)
-        renewed = await session.last(
+        return (
             f"UPDATE {table} SET expires_at = ? WHERE {where} AND owner = ?",
             (self._dialect.stamp(_rows.later(_rows.utcnow(), ttl)), *keys.values(), owner),
         )
-        return renewed == 1
 
-    async def _release(
-        self, session: Session, table: str, keys: Mapping[str, object], owner: str
-    ) -> None:
+    @staticmethod
+    def _release(
+        table: str, keys: Mapping[str, object], owner: str
+    ) -> tuple[str, tuple[object, ...]]:
         where = " AND ".join(f"{column} = ?" for column in keys)
-        await session.queue(
-            f"DELETE FROM {table} WHERE {where} AND owner = ?", (*keys.values(), owner)
-        )
+        return f"DELETE FROM {table} WHERE {where} AND owner = ?", (*keys.values(), owner)
 
 
 def _appended(

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
-from ._sql_threads import INSERT_THREAD, THREAD_COLUMNS_OF_TH
+from ._sql_threads import THREAD_COLUMNS_OF_TH
 from .migrations import load_migrations
 from .sql import SQLStore
 
@@ -115,13 +115,12 @@ seq, not only by LIMIT, so that no plan reads the whole thread when the statisti
 the turns are read from the head of the unit of the first turn that passes the goal (a window
 takes units whole); a turn not counted yet leaves the goal undecided, and `UNCOUNTED_PAGE`
 turns from it are read for the caller to count."""
-_APPEND_KNOWN = """
-WITH th AS (
+_MOVE_ON = """
   UPDATE threads SET turn_count = turn_count + %(count)s,
                      last_unit_seq = turn_count + %(last_unit)s, updated_at = %(now)s
   WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s
-    AND turn_count = %(turn_count)s AND tokenizers = %(tokenizers)s
-  RETURNING id, turn_count - %(count)s AS base),
+    AND turn_count = %(turn_count)s AND tokenizers = %(tokenizers)s"""
+_WRITE_TURNS = """
 own AS (
   INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, item,
                      tokens)
@@ -137,10 +136,27 @@ others AS (
                   %(other_tokens)b::integer[]) AS o(tokenizer, seq, tokens))
 SELECT base FROM th
 """
+_APPEND_KNOWN = f"""
+WITH th AS ({_MOVE_ON}
+  RETURNING id, turn_count - %(count)s AS base),{_WRITE_TURNS}"""
 """`PostgresDialect.append_known`: the thread's row locked and moved on by its UPDATE (a
 concurrent writer waits, then this one finds the row it left, and writes nothing when the turn
 count it expects is gone), the turns numbered after it, in one statement: atomic on its own,
 one round trip."""
+_CREATE_AND_APPEND = f"""
+WITH made AS (
+  INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at, tokenizers,
+                       turn_count, last_unit_seq)
+  VALUES (%(tenant_id)s, %(thread_id)s, %(user_id)s, %(now)s, %(now)s, %(tokenizers)s,
+          %(count)s, %(last_unit)s)
+  ON CONFLICT (tenant_id, thread_id) DO NOTHING
+  RETURNING id, 0 AS base),
+moved AS ({_MOVE_ON} AND NOT EXISTS (SELECT FROM made)
+  RETURNING id, turn_count - %(count)s AS base),
+th AS (SELECT id, base FROM made UNION ALL SELECT id, base FROM moved),{_WRITE_TURNS}"""
+"""`_APPEND_KNOWN` for a thread last seen missing or empty: the thread made with its turns, or,
+when it exists, moved on as there (an empty one), in one statement. A thread another writer
+made after this statement's snapshot is neither made nor moved: nothing is written."""
 _SCAN_TOKENS_PER_TURN = 20
 """The token goal's count scan is bounded at goal / this + 32 turns (LoCoMo turns average 35;
 a thread of shorter turns costs one more read, never a wrong window)."""
@@ -368,20 +384,19 @@ class PostgresDialect(Dialect):
                 )
             },
         }
-        if write.create:
-            # The thread's row first, in the same round trip (the statement cannot see a row
-            # its own WITH inserts).
-            async with self.write() as session:
-                await session.queue(INSERT_THREAD, write.thread_row())
-                rows = await session.rows(_APPEND_KNOWN, params)
-        else:
-            rows = await self._statement(_APPEND_KNOWN, params)
+        rows = await self._statement(_CREATE_AND_APPEND if write.create else _APPEND_KNOWN, params)
         return int(rows[0][0]) if rows else None
 
     async def _statement(self, sql: str, params: dict[str, Any]) -> list[Row]:
         """One statement outside a transaction block: one round trip, atomic on its own."""
         async with self.read() as session:
             return await session.rows(sql, params)
+
+    async def write_one(self, sql: str, params: Sequence[object] = ()) -> int:
+        # Outside a transaction block: one round trip, where a pipelined BEGIN ... COMMIT
+        # costs psycopg twice the work of the statement.
+        async with self.read() as session:
+            return await session.run(sql, params)
 
     async def migrate(self) -> None:
         for migration in load_migrations("postgres"):
