@@ -1,7 +1,7 @@
 """A database written by an earlier version opens, migrates and keeps what it stored: here the
 token counts that moved from ``turn_tokens`` into the turns' own rows (migration 8), so a thread's
 first load after an upgrade counts nothing again, and the turns stored before the search index
-(migration 10), which recall finds all the same."""
+(migration 10), which recall finds all the same, also once it indexes on demand (migration 11)."""
 
 from __future__ import annotations
 
@@ -152,3 +152,21 @@ async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) ->
     finally:
         async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
             await admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+async def test_turns_indexed_when_they_were_appended_stay_found(tmp_path: Path) -> None:
+    """Turns a version-10 database indexed as it appended them are in the index already after
+    the upgrade (migration 11 indexes on demand): found, and nothing left waiting."""
+    path = tmp_path / "memory.db"
+    _database_at(path, 10)
+    _counts_written_by_version_7(path)  # v10's trigger indexes them as they are written
+    async with await wm.open_store(f"sqlite:///{path}") as store:
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM unindexed_turns").fetchone() == (0,)
+        found = await store.search_turns(tenant_id="t", thread_id="th", query="turn")
+        assert sorted(unit[0].seq or 0 for unit in found) == [1, 2]
+        await store.pop_turns(tenant_id="t", thread_id="th")  # out of the index
+        again = {"role": "assistant", "content": "something else"}
+        await store.append(tenant_id="t", thread_id="th", messages=[again])
+        found = await store.search_turns(tenant_id="t", thread_id="th", query="turn")
+        assert [[turn.content for turn in unit] for unit in found] == [["turn 1"]]

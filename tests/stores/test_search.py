@@ -4,6 +4,8 @@ with every way turns are written or removed; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,6 +122,39 @@ async def test_the_index_follows_every_write(store: wm.Store, tenant: str) -> No
     await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[4:5])
     assert seqs(await search(store, tenant, "puppy brother race")) == [[1]]
     assert seqs(await store.search_turns(tenant_id=tenant, thread_id="fork", query="Rex")) != []
+
+
+def _unindexed(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM unindexed_turns").fetchone()[0])
+
+
+async def test_sqlite_indexes_a_turn_once_a_search_reaches_it(tmp_path: Path) -> None:
+    """SQLite puts a turn's words in its index when a search first reaches the turn, not in
+    the append (an FTS5 write costs more than the rest of an append): a search sees every turn
+    of its range as stored now, whatever was appended, removed or edited since the last one,
+    and turns it does not reach wait."""
+    path = tmp_path / "memory.db"
+    marathon = {"role": "user", "content": "No race: a marathon."}
+    async with await wm.open_store(str(path)) as store:
+        await store.append(tenant_id="t", thread_id="th", messages=CHAT[:4])
+        assert _unindexed(path) == 4
+        assert seqs(await search(store, "t", "puppy", before_seq=2)) == [[1]]
+        assert _unindexed(path) == 0
+        await store.append(tenant_id="t", thread_id="th", messages=CHAT[4:])
+        assert await search(store, "t", "race", before_seq=5) == []
+        assert _unindexed(path) == 2  # after the range: left for a later search
+        await store.pop_turns(tenant_id="t", thread_id="th")  # turn 6, never indexed
+        await store.append(tenant_id="t", thread_id="th", messages=[CHAT[5]])  # 6 again
+        # an edit after turn 2: indexed turns 3 and 4 go, and 5 and 6, which were not
+        await store.append(tenant_id="t", thread_id="th", messages=[marathon], after_seq=2)
+        assert await search(store, "t", "portrait sister terrier") == []
+        assert seqs(await search(store, "t", "race marathon")) == [[3]]
+        assert _unindexed(path) == 0
+        await store.append(tenant_id="t", thread_id="th", messages=CHAT[1:2])
+        await store.delete_thread(tenant_id="t", thread_id="th")  # indexed and not
+        await store.append(tenant_id="t", thread_id="th", messages=CHAT[4:5])
+        assert seqs(await search(store, "t", "puppy marathon race Rex")) == [[1]]
 
 
 async def test_a_turn_whose_text_the_database_cannot_index_is_stored_all_the_same(

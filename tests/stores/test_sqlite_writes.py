@@ -122,7 +122,7 @@ async def test_the_loops_writes_are_checkpointed_by_the_writers_thread(
         monkeypatch.setattr(sqlite_store, "CHECKPOINT_CHANGES", every)
         path = tmp_path / f"memory-{every}.db"
         async with await wm.open_store(str(path)) as store:
-            for n in range(300):
+            for n in range(1_000):
                 await store.append(tenant_id="t", thread_id="th", messages=[user(f"q{n}")])
             sizes[every] = _wal_bytes(path)
     assert sizes[sqlite_store.CHECKPOINT_CHANGES] < sizes[10**9] / 2, sizes

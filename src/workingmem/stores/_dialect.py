@@ -185,6 +185,17 @@ class Dialect(ABC):
         thread's turns best matching `search`, one column, the best first, through the
         database's full-text index (migration 0010)."""
 
+    def unindexed(self, thread_pk: int, before_seq: int) -> tuple[str, Sequence[object]] | None:
+        """A statement that gives a row when the thread has turns before `before_seq` that its
+        full-text index does not hold yet; None where the index takes every turn as it is
+        written."""
+        return None
+
+    async def index_turns(self, thread_pk: int) -> None:
+        """Puts the thread's turns that the full-text index does not hold yet into it (only
+        where `unindexed` names any)."""
+        raise NotImplementedError
+
     @abstractmethod
     async def append_known(self, write: KnownAppend) -> int | None:
         """One trip (one statement on PostgreSQL): `write`'s turns after the thread's last,

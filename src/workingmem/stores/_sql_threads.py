@@ -581,17 +581,25 @@ class SQLThreads:
                 top = min(top, before_seq)
             if not words or top <= 1:
                 return []
-            sql, params = self._dialect.search(TurnSearch(pk, words, top, limit))
-            hits = [hit[0] for hit in await session.rows(sql, params)]
-            if not hits:
-                return []
-            marks = ", ".join("?" * len(hits))
-            rows = await session.rows(
-                f"SELECT unit_seq, {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq < ? "
-                f"AND unit_seq IN (SELECT unit_seq FROM turns WHERE thread_pk = ? "
-                f"AND seq IN ({marks})) ORDER BY seq",
-                (pk, top, pk, *hits),
-            )
+            behind = self._dialect.unindexed(pk, top)
+            if behind is None or await session.row(*behind) is None:
+                return await self._search(session, TurnSearch(pk, words, top, limit))
+        await self._dialect.index_turns(pk)  # turns the search reaches that are not indexed yet
+        async with self._dialect.read() as session:
+            return await self._search(session, TurnSearch(pk, words, top, limit))
+
+    async def _search(self, session: Session, search: TurnSearch) -> list[list[Turn]]:
+        """`search_turns` on an indexed range: the hits' units, the best first."""
+        hits = [hit[0] for hit in await session.rows(*self._dialect.search(search))]
+        if not hits:
+            return []
+        marks = ", ".join("?" * len(hits))
+        rows = await session.rows(
+            f"SELECT unit_seq, {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq < ? "
+            f"AND unit_seq IN (SELECT unit_seq FROM turns WHERE thread_pk = ? "
+            f"AND seq IN ({marks})) ORDER BY seq",
+            (search.thread_pk, search.before_seq, search.thread_pk, *hits),
+        )
         units: dict[int, list[Turn]] = {}
         for found in rows:
             units.setdefault(found[0], []).append(self._turn(found[1:]))

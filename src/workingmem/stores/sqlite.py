@@ -67,6 +67,12 @@ _SEARCH = (
     "ORDER BY rank LIMIT ?"
 )
 """A thread's turns by BM25: a turn's document is thread_pk * 2^32 + seq (migration 0010)."""
+_UNINDEXED = "SELECT 1 FROM unindexed_turns WHERE thread_pk = ? AND seq < ? LIMIT 1"
+_INDEX = (
+    "INSERT INTO turn_search (rowid, words) SELECT doc, words FROM turn_words "
+    "WHERE thread_pk = ? AND seq IN (SELECT seq FROM unindexed_turns WHERE thread_pk = ?)"
+)
+"""The turns a thread's search needs indexed (migration 0011), then indexed in one go."""
 _DOCS_PER_THREAD = 2**32
 
 
@@ -438,6 +444,14 @@ class SQLiteDialect(Dialect):
         base = search.thread_pk * _DOCS_PER_THREAD
         match = " OR ".join(f'"{term}"' for term in search.terms)  # words: no quote inside
         return _SEARCH, (base, match, base + 1, base + search.before_seq - 1, search.limit)
+
+    def unindexed(self, thread_pk: int, before_seq: int) -> tuple[str, Sequence[object]] | None:
+        return _UNINDEXED, (thread_pk, before_seq)
+
+    async def index_turns(self, thread_pk: int) -> None:
+        async with self.write() as session:
+            await session.queue(_INDEX, (thread_pk, thread_pk))
+            await session.last("DELETE FROM unindexed_turns WHERE thread_pk = ?", (thread_pk,))
 
     async def migrate(self) -> None:
         # On the writer's thread: whichever thread opens the store, its loop's comes later.
