@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,8 @@ from workingmem.cli import app
 from workingmem.embedded import LOCAL_GATEWAY_CONFIG
 from workingmem.llm import LOCAL_MODEL, LocalModelClient
 from workingmem.service import ServiceSettings, create_app
+from workingmem.stores import _rows
+from workingmem.strategies import render_notes
 
 PLANTED = ("ada", "lyon", "vegetarian", "grace", "museum", "1,200", "1200", "may")
 """What the demo's user states in its first four messages."""
@@ -48,10 +51,17 @@ def _nothing_configured(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.skip(message)
 
 
+DEMO_CLOCK = datetime(2026, 12, 3, 9, 7, tzinfo=UTC)
+
+
 def test_the_demo_runs_to_the_end_and_remembers_what_was_said_early(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    # The helper's prompt shows each turn's time to the minute, and the 135M model's greedy
+    # answers change with it: a stopped clock makes the demo's updates the same on every run
+    # (nothing in the demo waits for a lease to expire).
+    monkeypatch.setattr(_rows, "utcnow", lambda: DEMO_CLOCK)
     result = CliRunner().invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
     assert f"the local model {LOCAL_MODEL}" in result.output
@@ -66,7 +76,9 @@ def test_the_demo_runs_to_the_end_and_remembers_what_was_said_early(
             (thread,) = await store.list_threads(tenant_id="local")
             state = await store.get_memory_state(tenant_id="local", thread_id=thread.thread_id)
             assert state.version >= 1, "no summary update was stored"
-            assert state.summary.strip()
+            # What the 135M model puts in the summary and what in the facts varies with the
+            # minute of the turns' dates in its prompt; the memory, both together, must hold it.
+            assert state.summary.strip() or state.facts
             assert len(state.summary) <= caps.summary_max_chars
             assert len(state.facts) <= caps.max_facts
             assert all(0 < len(f) <= caps.fact_max_chars for f in state.facts)
@@ -81,7 +93,8 @@ def test_the_demo_runs_to_the_end_and_remembers_what_was_said_early(
                 profile=wm.Profile(id="default"),
                 budget_tokens=4_000,
             )
-            assert state.summary.strip() in loaded.notes
+            assert render_notes(state) in loaded.notes
+            assert any(word in loaded.notes.lower() for word in PLANTED), loaded.notes
 
     run_async(check)
 
