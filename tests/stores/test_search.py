@@ -153,6 +153,7 @@ async def test_sqlite_indexes_a_turn_once_a_search_reaches_it(tmp_path: Path) ->
         assert _unindexed(path) == 0
         await store.append(tenant_id="t", thread_id="th", messages=CHAT[1:2])
         await store.delete_thread(tenant_id="t", thread_id="th")  # indexed and not
+        assert _unindexed(path) == 0  # no row of a deleted turn stays behind
         await store.append(tenant_id="t", thread_id="th", messages=CHAT[4:5])
         assert seqs(await search(store, "t", "puppy marathon race Rex")) == [[1]]
 
