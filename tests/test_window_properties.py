@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import workingmem as wm
+from workingmem import context
 from workingmem.messages import normalize_messages, plan_units
 from workingmem.strategies import Selection, group_units, select_window
 
@@ -168,3 +169,35 @@ def test_long_threads_of_plain_turns(turns: list[int], limit: int) -> None:
     if messages[-1]["role"] != "user":
         messages.append({"role": "user", "content": "now"})
     check_window(counted(messages), limit)
+
+
+@given(
+    thread=threads(),
+    skip=st.integers(0, 6),
+    limit=st.integers(1, 3_000),
+    edge=st.one_of(st.none(), st.integers(-3, 3)),
+    counts_known=st.booleans(),
+)
+@settings(max_examples=400, deadline=None)
+def test_the_assembler_keeps_a_fitted_window_as_the_regrouping_would(
+    thread: list[wm.Message], skip: int, limit: int, edge: int | None, counts_known: bool
+) -> None:
+    """The assembler sends a loaded window as it is when it is already valid and fits, and
+    regroups it otherwise: either way exactly the window a full regrouping picks (any slice of
+    a thread: leading answers, orphaned results, unanswered calls, or none of these)."""
+    tokenizer = wm.tokenizer_for(GPT4O)
+    messages: list[wm.ChatMessage] = [t.message for t in counted(thread)][skip:]
+    counts = [tokenizer.count_message(m) for m in messages] if counts_known else []
+    if edge is not None:  # at the edge: the messages and the reply's overhead, give or take
+        limit = sum(map(tokenizer.count_message, messages)) + tokenizer.reply_overhead + edge
+
+    def fit() -> tuple[list[wm.ChatMessage], int, int] | None:
+        try:
+            return context._fit(messages, counts, tokenizer, limit)
+        except wm.ContextOverflowError:
+            return None
+
+    chosen = fit()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(context, "_fits_as_is", lambda *_: None)
+        assert fit() == chosen

@@ -272,6 +272,9 @@ def _fit(
 ) -> tuple[list[ChatMessage], int, int]:
     """The longest provider-valid suffix of whole units within `limit`: the messages, their
     tokens (without the reply overhead), and how many messages were left out."""
+    tokens = _fits_as_is(messages, counts, limit - tokenizer.reply_overhead)
+    if tokens is not None:
+        return list(messages), tokens, 0
     turns = _as_turns(messages, counts, tokenizer)
     if not turns:
         return [], 0, len(messages)
@@ -283,6 +286,36 @@ def _fit(
     )
     tokens = sum(t.tokens for t in selection.turns)
     return [t.message for t in selection.turns], tokens, len(messages) - len(selection.turns)
+
+
+def _fits_as_is(messages: Sequence[ChatMessage], counts: Sequence[int], limit: int) -> int | None:
+    """The messages' tokens when they are already the window `_fit` would choose: counted,
+    within `limit`, opening on a user turn, every call answered and every result answering a
+    call. None when any of that is not so (or not known), and the units must be regrouped.
+
+    The built-in memory's loads pass this (they were fitted and made valid in the store's
+    read), and it walks them once without building anything: the second selection was a
+    fifth of a long window's request."""
+    if len(counts) != len(messages) or not messages or messages[0].get("role") != "user":
+        return None
+    tokens = sum(counts)
+    if tokens > limit:
+        return None
+    open_calls: set[str] = set()
+    for typed in messages:
+        message: MessageIn = typed
+        if message["role"] == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_calls:
+                return None
+            open_calls.discard(call_id)
+            continue
+        if open_calls:
+            return None
+        calls = message.get("tool_calls")
+        if calls:
+            open_calls = {c["id"] for c in calls}
+    return None if open_calls else tokens
 
 
 def _as_turns(
