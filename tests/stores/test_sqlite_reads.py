@@ -4,6 +4,7 @@ the reader's thread when SQLite says to wait, or on another thread."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import threading
 from pathlib import Path
@@ -73,3 +74,22 @@ async def test_another_thread_reads_through_the_readers_thread(tmp_path: Path) -
         assert await _tail(store) == ["q"]
         elsewhere = await asyncio.to_thread(asyncio.run, _tail(store))
         assert elsewhere == ["q"]
+
+
+async def test_a_tails_turns_are_ordinary_frozen_counted_turns(tmp_path: Path) -> None:
+    """The tail's turns are built without the dataclass's constructor (a long window builds
+    thousands): they compare, print and refuse changes like any `CountedTurn`."""
+    question: wm.ChatMessage = {"role": "user", "content": "q"}
+    answer: wm.ChatMessage = {"role": "assistant", "content": "a"}
+    async with await wm.open_store(str(tmp_path / "memory.db")) as store:
+        await store.append(tenant_id="t", thread_id="th", messages=[question, answer])
+        tail = await store.read_tail(tenant_id="t", thread_id="th", tokenizer=GPT_4O, limit=10)
+    expected = [
+        wm.CountedTurn(seq=1, unit_seq=1, message=question, tokens=GPT_4O.count_message(question)),
+        wm.CountedTurn(seq=2, unit_seq=2, message=answer, tokens=GPT_4O.count_message(answer)),
+    ]
+    assert tail.turns == expected
+    assert [repr(t) for t in tail.turns] == [repr(t) for t in expected]
+    assert type(tail.turns[0]) is wm.CountedTurn
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tail.turns[0].tokens = 0  # type: ignore[misc]

@@ -9,6 +9,7 @@ kept on ``app.state.services``.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -100,8 +101,10 @@ def get_services(request: Request) -> Services:
     return services
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``."""
+    """True for 127.0.0.0/8, ::1 and ``localhost``; remembered, since a keyless server asks
+    it of two addresses on every request (a bounded cache: the Host header is the client's)."""
     if host.strip("[]").lower() == "localhost":
         return True
     try:
