@@ -304,7 +304,7 @@ def _fits_as_is(messages: Sequence[ChatMessage], counts: Sequence[int], limit: i
     open_calls: set[str] = set()
     for typed in messages:
         message: MessageIn = typed
-        if message["role"] == "tool":
+        if message.get("role") == "tool":
             call_id = message.get("tool_call_id")
             if call_id not in open_calls:
                 return None
