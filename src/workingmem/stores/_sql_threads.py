@@ -581,12 +581,13 @@ class SQLThreads:
                 top = min(top, before_seq)
             if not words or top <= 1:
                 return []
+            search = TurnSearch(pk, words, top, limit)
             behind = self._dialect.unindexed(pk, top)
             if behind is None or await session.row(*behind) is None:
-                return await self._search(session, TurnSearch(pk, words, top, limit))
+                return await self._search(session, search)
         await self._dialect.index_turns(pk)  # turns the search reaches that are not indexed yet
         async with self._dialect.read() as session:
-            return await self._search(session, TurnSearch(pk, words, top, limit))
+            return await self._search(session, search)
 
     async def _search(self, session: Session, search: TurnSearch) -> list[list[Turn]]:
         """`search_turns` on an indexed range: the hits' units, the best first."""
