@@ -57,13 +57,20 @@ from .llm import (
 )
 from .memory import WorkingMemory, WorkingMemoryProtocol
 from .messages import normalize_turns
-from .placement import GATEWAY_TOOLS, check_client_tools, place, tool_name
+from .placement import (
+    GATEWAY_TOOLS,
+    NewestRead,
+    check_client_tools,
+    first_limit,
+    place,
+    tool_name,
+)
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
-from .stores.base import Store, read_turns
+from .stores.base import Store, claim_and_read_tail, read_turns
 from .stores.documents import DocumentStore
 from .strategies import render_notes, update_due
-from .tokens import tokenizer_for
+from .tokens import Tokenizer, tokenizer_for
 from .types import (
     Message,
     MessageIn,
@@ -395,10 +402,12 @@ class Gateway:
         """
         request = self._checked_request(message, messages, tools)  # before any lock or write
         plan = self.plan(profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens)
-        found = self._conversation(tenant_id, thread_id, user_id, system_prompt, request, session)
-        async with found as on:
+        found = self._conversation(
+            tenant_id, thread_id, user_id, system_prompt, request, plan, session
+        )
+        async with found as (on, newest):
             run = await self._begin(
-                tenant_id, on, request, user_id, plan, options, passthrough, expect_turns
+                tenant_id, on, request, user_id, plan, options, passthrough, expect_turns, newest
             )
             run.answer_format = answer_format
             async for _ in self._answer(run, stream=False):
@@ -438,12 +447,20 @@ class Gateway:
                 profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens
             )
             found = self._conversation(
-                tenant_id, thread_id, user_id, system_prompt, request, session
+                tenant_id, thread_id, user_id, system_prompt, request, plan, session
             )
-            async with found as on:
+            async with found as (on, newest):
                 stream.thread_id = on
                 run = await self._begin(
-                    tenant_id, on, request, user_id, plan, options, passthrough, expect_turns
+                    tenant_id,
+                    on,
+                    request,
+                    user_id,
+                    plan,
+                    options,
+                    passthrough,
+                    expect_turns,
+                    newest,
                 )
                 run.answer_format = answer_format
                 async for text in self._answer(run, stream=True):
@@ -461,15 +478,19 @@ class Gateway:
         user_id: str | None,
         system_prompt: str | None,
         request: _Request,
+        plan: CallPlan,
         session: str | None = None,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncIterator[tuple[str, NewestRead | None]]:
         """The thread to answer, its ask lock held: `thread_id`, or the conversation found by
         how the request opens. Found, it is checked again under its lock, since another
         request of the family may have moved it meanwhile; a fork that another request made
-        first is found again. Bounded: a family this busy is a `ConflictError` (409)."""
+        first is found again. Bounded: a family this busy is a `ConflictError` (409). With
+        it, the read of its newest turns that placing the request starts from, where the
+        lock's trip made it."""
         if thread_id is not None:
-            async with self._thread_turn(tenant_id, thread_id):
-                yield thread_id
+            first = (tokenizer_for(plan.model), first_limit(request.views))
+            async with self._thread_turn(tenant_id, thread_id, first) as newest:
+                yield thread_id, newest
             return
         views = request.views
         for _ in range(FIND_ATTEMPTS):
@@ -496,29 +517,47 @@ class Gateway:
                 if await extends(
                     self.store, tenant_id=tenant_id, thread_id=found.thread_id, request=views
                 ):
-                    yield found.thread_id
+                    yield found.thread_id, None
                     return
         raise ConflictError("this conversation is busy in another request; ask again")
 
     @asynccontextmanager
-    async def _thread_turn(self, tenant_id: str, thread_id: str) -> AsyncIterator[None]:
+    async def _thread_turn(
+        self, tenant_id: str, thread_id: str, read: tuple[Tokenizer, int] | None = None
+    ) -> AsyncIterator[NewestRead | None]:
         """One ask at a time per thread, across processes: held from the user turn's append to
         the answer's, so every answer is built with its own question newest and stored right
         after it. In-process askers queue on a lock; other processes' on the store's thread
         lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
-        thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409)."""
+        thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409). With
+        `read` (a tokenizer and a limit), the thread's newest turns are read with the lock,
+        in the same trip where the store can, and yielded."""
         local = self._turns.setdefault((tenant_id, thread_id), asyncio.Lock())
         # The lock lives while an asker holds a reference to it (a weak map).
         async with local:
             owner = uuid.uuid4().hex
             deadline = time.monotonic() + self.config.busy_wait_seconds
             delay = 0.01
-            while not await self.store.claim_thread(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                owner=owner,
-                ttl_seconds=ASK_LOCK_SECONDS,
-            ):
+            ids = {"tenant_id": tenant_id, "thread_id": thread_id, "owner": owner}
+            newest: NewestRead | None = None
+            while True:
+                if read is None:
+                    claimed = await self.store.claim_thread(**ids, ttl_seconds=ASK_LOCK_SECONDS)
+                else:
+                    try:
+                        claimed, tail = await claim_and_read_tail(
+                            self.store,
+                            **ids,
+                            ttl_seconds=ASK_LOCK_SECONDS,
+                            tokenizer=read[0],
+                            limit=read[1],
+                        )
+                    except BaseException:  # the lock may be taken (the read failed after it)
+                        await asyncio.shield(self.store.release_thread(**ids))
+                        raise
+                    newest = NewestRead(read[1], tail)
+                if claimed:
+                    break
                 if time.monotonic() > deadline:
                     raise ConflictError(
                         f"thread {thread_id!r} is busy answering another message; "
@@ -539,7 +578,7 @@ class Gateway:
                 )
             )
             try:
-                yield
+                yield newest
             finally:
                 renewing.cancel()
                 with suppress(asyncio.CancelledError):
@@ -571,6 +610,7 @@ class Gateway:
         options: Mapping[str, Any] | None,
         passthrough: Sequence[MessageIn] | None = None,
         expect_turns: int | None = None,
+        newest: NewestRead | None = None,
     ) -> _Run:
         client_history = passthrough is not None
         run = _Run(
@@ -592,6 +632,7 @@ class Gateway:
             thread_id=thread_id,
             request=request.views,
             tokenizer=tokenizer_for(run.plan.model),
+            read=newest,
         )
         if expect_turns is not None and placed.turn_count != expect_turns:
             raise ConflictError(

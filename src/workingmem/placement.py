@@ -20,14 +20,16 @@ from typing import Any
 from .agent_memory.tools import TOOL_NAMES
 from .errors import NotFoundError, ValidationError
 from .messages import continuation, overlap
-from .stores.base import TurnStore
+from .stores.base import Tail, TurnStore
 from .tokens import Tokenizer
 from .types import MessageIn
 
 __all__ = [
     "GATEWAY_TOOLS",
+    "NewestRead",
     "Placement",
     "check_client_tools",
+    "first_limit",
     "opening",
     "place",
     "tool_name",
@@ -36,6 +38,20 @@ __all__ = [
 
 GATEWAY_TOOLS = frozenset(TOOL_NAMES)
 """The tools the gateway runs itself (spec 003's three): a client's tool may not be named so."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewestRead:
+    """A read of the thread's newest turns made already (with its ask lock, in one trip),
+    for `place` to start from: `limit` turns asked for, `tail` None for a missing thread."""
+
+    limit: int
+    tail: Tail | None
+
+
+def first_limit(request: Sequence[MessageIn]) -> int:
+    """The turns `place` reads first for `request`: as many as it has (at least one)."""
+    return max(len(request), 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +91,13 @@ async def place(
     thread_id: str,
     request: Sequence[MessageIn],
     tokenizer: Tokenizer,
+    read: NewestRead | None = None,
 ) -> Placement:
-    """Where `request` (validated chat views) goes in the thread (see the module)."""
+    """Where `request` (validated chat views) goes in the thread (see the module); `read`,
+    the first read of the thread's newest turns if made already."""
     try:
         newest, complete, count = await _newest_visible(
-            store, tenant_id, thread_id, request, tokenizer
+            store, tenant_id, thread_id, request, tokenizer, read
         )
     except NotFoundError:
         return Placement(start=0)  # a new thread
@@ -99,14 +117,20 @@ async def _newest_visible(
     thread_id: str,
     request: Sequence[MessageIn],
     tokenizer: Tokenizer,
+    read: NewestRead | None,
 ) -> tuple[list[tuple[int, MessageIn]], bool, int]:
     """The thread's newest client-visible turns, at least ``len(request)`` of them when there
     are, starting at a unit's first turn; whether that is the whole thread; its turn count."""
-    limit = max(len(request), 1)
+    limit = first_limit(request)
     while True:
-        tail = await store.read_tail(
-            tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
-        )
+        if read is not None and read.limit == limit:
+            if read.tail is None:
+                raise NotFoundError("thread", thread_id)
+            tail, read = read.tail, None
+        else:
+            tail = await store.read_tail(
+                tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
+            )
         turns = tail.turns
         whole = len(turns) < limit
         if not whole and turns and turns[0].seq != turns[0].unit_seq:

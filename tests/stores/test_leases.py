@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import workingmem as wm
-from tests.helpers import user
+from tests.helpers import assistant, user
 
 pytestmark = pytest.mark.asyncio
 
@@ -105,3 +107,29 @@ async def test_the_ask_lock_of_a_thread_needs_no_thread_and_frees_when_it_expire
     assert await store.claim_thread(**ids, owner="b", ttl_seconds=60)
     other = {"tenant_id": f"{tenant}-other", "thread_id": "not-yet-created"}
     assert await store.claim_thread(**other, owner="c", ttl_seconds=60)  # tenants apart
+
+
+async def test_the_ask_lock_taken_with_the_tail_reads_the_thread_after_it(
+    store: wm.Store, tenant: str
+) -> None:
+    assert isinstance(store, wm.stores.ClaimingTailStore)
+    tokenizer = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
+    ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
+    claim: dict[str, Any] = {**ids, "ttl_seconds": 60, "tokenizer": tokenizer, "limit": 2}
+    assert await store.claim_and_read_tail(**claim, owner="a") == (True, None)  # no thread yet
+    assert await store.claim_and_read_tail(**claim, owner="b") == (False, None)
+    await store.append(**ids, messages=[user("one"), assistant("two")])
+    await store.append(**ids, messages=[user("three")])
+    assert await store.claim_and_read_tail(**claim, owner="b") == (False, None)  # still a's
+    await store.release_thread(**ids, owner="a")
+
+    claimed, tail = await store.claim_and_read_tail(**claim, owner="b")
+
+    assert claimed
+    assert tail is not None
+    assert tail == await store.read_tail(**ids, tokenizer=tokenizer, limit=2)
+    assert [t.message["content"] for t in tail.turns] == ["two", "three"]
+    assert tail.thread.turn_count == 3
+    assert not await store.claim_thread(**ids, owner="c", ttl_seconds=60)  # b holds it
+    other = {**claim, "tenant_id": f"{tenant}-other"}
+    assert await store.claim_and_read_tail(**other, owner="c") == (True, None)  # tenants apart

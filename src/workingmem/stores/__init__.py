@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
 from .base import (
+    ClaimingTailStore,
     MemoryStateStore,
     StateWrite,
     Store,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SQLITE_PATH",
+    "ClaimingTailStore",
     "MemoryStateStore",
     "PostgresStore",
     "ResponseStore",

@@ -180,6 +180,14 @@ class Dialect(ABC):
         NULL); None for a missing thread."""
 
     @abstractmethod
+    async def claim_and_read_tail(
+        self, claim: tuple[str, Sequence[object]], read: TailRead
+    ) -> tuple[bool, tuple[Row, list[Row]] | None]:
+        """One trip: `claim` (a lock's upsert, one row changed when it took the lock) and
+        `read_tail(read)`, read after it; whether it took the lock, and what the read found
+        when it did (else None, read or not)."""
+
+    @abstractmethod
     def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
         """The statement (``?`` placeholders) and its parameters that give the seqs of the
         thread's turns best matching `search`, one column, the best first, through the

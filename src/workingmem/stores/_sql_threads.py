@@ -544,11 +544,45 @@ class SQLThreads:
         found = await self._dialect.read_tail(
             TailRead(tokenizer.key, tenant_id, thread_id, limit, before_seq, tokens)
         )
+        tail = await self._tail(tenant_id, thread_id, tokenizer, found)
+        if tail is None:
+            raise NotFoundError("thread", thread_id)
+        return tail
+
+    async def claim_and_read_tail(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        owner: str,
+        ttl_seconds: float,
+        tokenizer: Tokenizer,
+        limit: int,
+    ) -> tuple[bool, Tail | None]:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        keys = {"tenant_id": tenant_id, "thread_id": thread_id}
+        claimed, found = await self._dialect.claim_and_read_tail(
+            self._claim("thread_locks", keys, owner, ttl_seconds),
+            TailRead(tokenizer.key, tenant_id, thread_id, limit),
+        )
+        if not claimed:
+            return False, None
+        return True, await self._tail(tenant_id, thread_id, tokenizer, found)
+
+    async def _tail(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tokenizer: Tokenizer,
+        found: tuple[Row, list[Row]] | None,
+    ) -> Tail | None:
+        """A tail read's rows as a `Tail`, its missing counts made and remembered; None for
+        a missing thread."""
         if found is None:
             # A first append creates it, its turns counted for this tokenizer as they are
             # written, as a read after it would count them.
             self._known.saw(tenant_id, thread_id, 0, json.dumps([tokenizer.key]))
-            raise NotFoundError("thread", thread_id)
+            return None
         row, tail = found
         turns, missing = _rows.counted_tail(tokenizer, tail)
         column: str = row[6]

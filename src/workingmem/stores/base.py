@@ -22,6 +22,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
+from ..errors import NotFoundError
 from ..tokens import Tokenizer
 from ..types import CountedTurn, Fact, MessageIn, NativeItem, Thread, Turn, WorkingMemoryState
 from .documents import DocumentStore
@@ -30,6 +31,7 @@ from .responses import ResponseStore
 
 __all__ = [
     "PAGE_LIMIT",
+    "ClaimingTailStore",
     "MemoryStateStore",
     "StateWrite",
     "Store",
@@ -37,6 +39,7 @@ __all__ = [
     "ThreadStore",
     "TurnSearchStore",
     "TurnStore",
+    "claim_and_read_tail",
     "read_turns",
 ]
 
@@ -319,6 +322,61 @@ class ThreadStore(TurnStore, MemoryStateStore, Protocol):
 @runtime_checkable
 class Store(ThreadStore, DocumentStore, ApiKeyStore, ResponseStore, Protocol):
     """Everything the gateway and the service keep: what `open_store` returns."""
+
+
+@runtime_checkable
+class ClaimingTailStore(Protocol):
+    """A store that takes a thread's ask lock and reads its tail in one trip (the SQL stores:
+    one PostgreSQL pipeline, one SQLite transaction): an ask's first two steps. Optional:
+    `claim_and_read_tail` does them one after the other for any other `ThreadStore`."""
+
+    async def claim_and_read_tail(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        owner: str,
+        ttl_seconds: float,
+        tokenizer: Tokenizer,
+        limit: int,
+    ) -> tuple[bool, Tail | None]:
+        """`claim_thread`, then, when it took the lock, `read_tail(limit=limit)` read after
+        it: whether it took the lock, and the tail (None for a thread that does not exist
+        yet, or when it did not take the lock)."""
+        ...
+
+
+async def claim_and_read_tail(
+    store: ThreadStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    owner: str,
+    ttl_seconds: float,
+    tokenizer: Tokenizer,
+    limit: int,
+) -> tuple[bool, Tail | None]:
+    """`ClaimingTailStore.claim_and_read_tail` on any store: in one trip where it can."""
+    if isinstance(store, ClaimingTailStore):
+        return await store.claim_and_read_tail(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            owner=owner,
+            ttl_seconds=ttl_seconds,
+            tokenizer=tokenizer,
+            limit=limit,
+        )
+    if not await store.claim_thread(
+        tenant_id=tenant_id, thread_id=thread_id, owner=owner, ttl_seconds=ttl_seconds
+    ):
+        return False, None
+    try:
+        tail = await store.read_tail(
+            tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
+        )
+    except NotFoundError:
+        return True, None
+    return True, tail
 
 
 PAGE_LIMIT = 1_000

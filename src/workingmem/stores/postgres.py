@@ -209,6 +209,40 @@ def _native(sql: str, params: Params) -> tuple[str, Params | None]:
     return _placeholders(sql), params
 
 
+def _tail_params(read: TailRead) -> dict[str, object]:
+    """`_TAIL`'s parameters for `read`."""
+    scan = read.limit
+    if read.tokens is not None:
+        scan = min(read.limit, read.tokens // _SCAN_TOKENS_PER_TURN + 32)
+    return {
+        "tenant_id": read.tenant_id,
+        "thread_id": read.thread_id,
+        "before_seq": read.before_seq,
+        "tokenizer": read.tokenizer_key,
+        "tokens": read.tokens,
+        "limit": read.limit,
+        "scan": scan,
+    }
+
+
+def _tail(rows: list[Row]) -> tuple[Row, list[Row]] | None:
+    """`_TAIL`'s rows as `Dialect.read_tail` returns them."""
+    if not rows:
+        return None
+    return rows[0][:14], [row[14:] for row in rows[1:]]
+
+
+def _end_if_mid_protocol(conn: Conn, exc: BaseException) -> bool:
+    """Ends a connection left inside its pipeline's protocol, and says so. psycopg can be
+    cancelled inside a pipeline's entry or exit and leave the connection in pipeline mode,
+    where every later read would come back empty: it is ended, synchronously, so the pool
+    discards it; the server rolls its transaction back."""
+    if isinstance(exc, Exception) and not conn.pgconn.pipeline_status:
+        return False
+    conn.pgconn.finish()
+    return True
+
+
 class _Session:
     """Statements on one pooled connection. In a write the connection is in pipeline mode:
     what is queued (its BEGIN, the writes whose result nobody reads, the COMMIT) is sent with
@@ -286,13 +320,8 @@ class PostgresDialect(Dialect):
                         if not session.committed:
                             await conn.execute("COMMIT")
                 except BaseException as exc:
-                    if not isinstance(exc, Exception) or conn.pgconn.pipeline_status:
-                        # Cancelled mid-protocol (psycopg can be cancelled inside its pipeline's
-                        # entry and leave the connection in pipeline mode, where every later
-                        # read would come back empty): the connection is ended, synchronously,
-                        # so the pool discards it; the server rolls the transaction back.
-                        conn.pgconn.finish()
-                    elif not conn.closed and conn.info.transaction_status != TransactionStatus.IDLE:
+                    idle = conn.closed or conn.info.transaction_status == TransactionStatus.IDLE
+                    if not _end_if_mid_protocol(conn, exc) and not idle:
                         with suppress(psycopg.Error):  # else the pool discards the connection
                             await conn.rollback()  # what the failed block queued is undone
                     raise
@@ -331,22 +360,30 @@ class PostgresDialect(Dialect):
         return value
 
     async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
-        scan = read.limit
-        if read.tokens is not None:
-            scan = min(read.limit, read.tokens // _SCAN_TOKENS_PER_TURN + 32)
-        params = {
-            "tenant_id": read.tenant_id,
-            "thread_id": read.thread_id,
-            "before_seq": read.before_seq,
-            "tokenizer": read.tokenizer_key,
-            "tokens": read.tokens,
-            "limit": read.limit,
-            "scan": scan,
-        }
-        rows = await self._statement(_TAIL, params)
-        if not rows:
-            return None
-        return rows[0][:14], [row[14:] for row in rows[1:]]
+        return _tail(await self._statement(_TAIL, _tail_params(read)))
+
+    async def claim_and_read_tail(
+        self, claim: tuple[str, Sequence[object]], read: TailRead
+    ) -> tuple[bool, tuple[Row, list[Row]] | None]:
+        # Both statements in one pipeline, one round trip: autocommit runs them in one
+        # implicit transaction, each with its own snapshot (READ COMMITTED), so the read sees
+        # what was committed before the lock was taken, a wait for it included.
+        try:
+            async with self._pool.connection() as conn:
+                try:
+                    async with conn.pipeline():
+                        claimed = await conn.execute(*_native(*claim))
+                        tail = await conn.execute(_TAIL, _tail_params(read))
+                except BaseException as exc:
+                    _end_if_mid_protocol(conn, exc)
+                    raise
+                if claimed.rowcount != 1:
+                    return False, None
+                return True, _tail(await tail.fetchall())
+        except WorkingMemoryError:
+            raise
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL failed: {exc}") from exc
 
     def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
         return _SEARCH, (

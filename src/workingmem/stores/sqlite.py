@@ -77,28 +77,46 @@ _DOCS_PER_THREAD = 2**32
 
 
 def _read_tail(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] | None:
-    """The thread row and its newest turns, in one snapshot, on the reader's thread: the turns
-    are walked newest first and the walk stops where `read` is answered (`_walk`)."""
+    """`SQLiteDialect.read_tail` on the reader's connection: one snapshot."""
     _open(db, "BEGIN")  # the read lock is held
     try:
-        thread = db.execute(_THREAD, (read.tenant_id, read.thread_id)).fetchone()
-        if thread is None:
-            return None
-        pk, top = thread[0], thread[4]
-        if read.before_seq is not None:
-            top = min(top, read.before_seq - 1)
-        if top < 1:
-            return tuple(thread), []
-        if _rows.first_tokenizer(thread[6]) == read.tokenizer_key:
-            turns = db.execute(_OWN, (pk, top))
-        else:
-            turns = db.execute(_OTHER, (read.tokenizer_key, pk, top))
-        try:
-            return tuple(thread), _walk(turns, read)
-        finally:
-            turns.close()
+        return _tail_rows(db, read)
     finally:
         db.execute("COMMIT")
+
+
+def _tail_rows(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] | None:
+    """The thread row and its newest turns, inside the caller's transaction: the turns are
+    walked newest first and the walk stops where `read` is answered (`_walk`)."""
+    thread = db.execute(_THREAD, (read.tenant_id, read.thread_id)).fetchone()
+    if thread is None:
+        return None
+    pk, top = thread[0], thread[4]
+    if read.before_seq is not None:
+        top = min(top, read.before_seq - 1)
+    if top < 1:
+        return tuple(thread), []
+    if _rows.first_tokenizer(thread[6]) == read.tokenizer_key:
+        turns = db.execute(_OWN, (pk, top))
+    else:
+        turns = db.execute(_OTHER, (read.tokenizer_key, pk, top))
+    try:
+        return tuple(thread), _walk(turns, read)
+    finally:
+        turns.close()
+
+
+def _claim_and_read(
+    db: sqlite3.Connection, claim: tuple[str, Sequence[object]], read: TailRead
+) -> tuple[bool, tuple[Row, list[Row]] | None]:
+    """`SQLiteDialect.claim_and_read_tail` on the writer's connection: one transaction, so
+    the read sees every write committed before the lock was taken (an error leaves the
+    transaction to the session, which rolls it back)."""
+    _open(db, "BEGIN IMMEDIATE")
+    claimed = db.execute(*claim).rowcount == 1
+    found = _tail_rows(db, read) if claimed else None
+    db.execute("COMMIT")
+    return claimed, found
 
 
 def _walk(turns: Iterable[Row], read: TailRead) -> list[Row]:
@@ -401,6 +419,12 @@ class SQLiteDialect(Dialect):
     async def read_tail(self, read: TailRead) -> tuple[Row, list[Row]] | None:
         async with self.read() as session:
             return await session.whole(lambda db: _read_tail(db, read))
+
+    async def claim_and_read_tail(
+        self, claim: tuple[str, Sequence[object]], read: TailRead
+    ) -> tuple[bool, tuple[Row, list[Row]] | None]:
+        async with self._writing() as session:
+            return await session.whole(lambda db: _claim_and_read(db, claim, read))
 
     async def append_known(self, write: KnownAppend) -> int | None:
         async with self._writing() as session:
