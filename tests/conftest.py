@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,18 @@ async def open_backend(backend: str, tmp_path: Path) -> wm.Store:
     if backend == "sqlite":
         return await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}")
     return await wm.open_store(postgres_url())
+
+
+@asynccontextmanager
+async def two_stores(backend: str, tmp_path: Path) -> AsyncIterator[tuple[wm.Store, wm.Store]]:
+    """Two stores on one database: two workers."""
+    first = await open_backend(backend, tmp_path)
+    second = await open_backend(backend, tmp_path)
+    try:
+        yield first, second
+    finally:
+        await first.aclose()
+        await second.aclose()
 
 
 @pytest.fixture(params=BACKENDS)

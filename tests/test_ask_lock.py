@@ -1,7 +1,8 @@
 """The ask lock across processes: an ask waits for the thread another process is answering,
-places its turns after what that process wrote, and gives up with a conflict when the wait
-is too long. The gateway takes the lock and reads the thread in one trip where the store can
-(`ClaimingTailStore`), the two steps one after the other on any other store: both here."""
+places its turns after what that process wrote, gives the lock back with its answer, and
+gives up with a conflict when the wait is too long. The gateway folds the lock into its
+first read and its last write where the store can (`AskLockStore`), and takes the steps one
+after the other on any other store: both here."""
 
 from __future__ import annotations
 
@@ -30,14 +31,14 @@ CONFIG = GatewayConfig(
 
 
 class TwoStepStore:
-    """A store that takes the lock and reads the thread in two trips: `claim_and_read_tail`
-    is not one of its methods (a host's own store)."""
+    """A store without `AskLockStore`'s methods (a host's own store): the lock is taken, then
+    the thread read; the answer stored, then the lock given back."""
 
     def __init__(self, store: wm.Store) -> None:
         self._store = store
 
     def __getattr__(self, name: str) -> Any:
-        if name == "claim_and_read_tail":
+        if name in ("claim_and_read_tail", "append_and_release"):
             raise AttributeError(name)
         return getattr(self._store, name)
 
@@ -46,10 +47,10 @@ class TwoStepStore:
 def asked(request: pytest.FixtureRequest, store: wm.Store) -> wm.Store:
     """The store the gateway asks: the store itself, or `TwoStepStore` around it."""
     if request.param == "one trip":
-        assert isinstance(store, wm.stores.ClaimingTailStore)
+        assert isinstance(store, wm.stores.AskLockStore)
         return store
     wrapped: Any = TwoStepStore(store)
-    assert not isinstance(wrapped, wm.stores.ClaimingTailStore)
+    assert not isinstance(wrapped, wm.stores.AskLockStore)
     return wrapped  # type: ignore[no-any-return]
 
 
@@ -147,7 +148,7 @@ async def test_a_lock_taken_by_a_trip_that_failed_after_it_is_given_back(
     store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
-    assert isinstance(store, wm.stores.ClaimingTailStore)
+    assert isinstance(store, wm.stores.AskLockStore)
     claim_and_read = store.claim_and_read_tail
 
     async def failing_after_the_claim(**kwargs: Any) -> Any:

@@ -491,6 +491,10 @@ async def test_an_answer_too_large_to_store_is_the_upstreams_fault(
         await gateway.ask(tenant_id=tenant, thread_id="th", message="Write a lot.")
     turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
     assert [t.role for t in turns] == ["user"]  # the question stays, for a retry
+    # and the thread's lock, which the refused answer did not give back, is free
+    assert await gateway.store.claim_thread(
+        tenant_id=tenant, thread_id="th", owner="next", ttl_seconds=60
+    )
 
 
 def test_entering_a_gateway_builds_its_models_tokenizers(tmp_path: Path) -> None:

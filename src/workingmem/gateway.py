@@ -67,7 +67,7 @@ from .placement import (
 )
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
-from .stores.base import Store, claim_and_read_tail, read_turns
+from .stores.base import Store, append_and_release, claim_and_read_tail, read_turns
 from .stores.documents import DocumentStore
 from .strategies import render_notes, update_due
 from .tokens import Tokenizer, tokenizer_for
@@ -181,6 +181,17 @@ class ThreadMemory:
 
 
 @dataclass(slots=True)
+class _AskLock:
+    """A thread's ask lock as held by one ask: its owner, the read of the thread made with
+    it, and whether the answer's append gave it back."""
+
+    owner: str
+    newest: NewestRead | None = None
+    renewing: asyncio.Task[None] | None = None
+    released: bool = False
+
+
+@dataclass(slots=True)
 class _Run:
     tenant_id: str
     thread_id: str
@@ -204,6 +215,8 @@ class _Run:
     completion: Completion | None = None
     recall_query: str | None = None
     """The rewriter's query recall searches for too (`recall_rewrite`), made once a run."""
+    lock: _AskLock | None = None
+    """The thread's ask lock, which the answer's append gives back."""
 
 
 class AnswerStream:
@@ -405,9 +418,9 @@ class Gateway:
         found = self._conversation(
             tenant_id, thread_id, user_id, system_prompt, request, plan, session
         )
-        async with found as (on, newest):
+        async with found as (on, lock):
             run = await self._begin(
-                tenant_id, on, request, user_id, plan, options, passthrough, expect_turns, newest
+                tenant_id, on, request, user_id, plan, options, passthrough, expect_turns, lock
             )
             run.answer_format = answer_format
             async for _ in self._answer(run, stream=False):
@@ -449,18 +462,10 @@ class Gateway:
             found = self._conversation(
                 tenant_id, thread_id, user_id, system_prompt, request, plan, session
             )
-            async with found as (on, newest):
+            async with found as (on, lock):
                 stream.thread_id = on
                 run = await self._begin(
-                    tenant_id,
-                    on,
-                    request,
-                    user_id,
-                    plan,
-                    options,
-                    passthrough,
-                    expect_turns,
-                    newest,
+                    tenant_id, on, request, user_id, plan, options, passthrough, expect_turns, lock
                 )
                 run.answer_format = answer_format
                 async for text in self._answer(run, stream=True):
@@ -480,17 +485,17 @@ class Gateway:
         request: _Request,
         plan: CallPlan,
         session: str | None = None,
-    ) -> AsyncIterator[tuple[str, NewestRead | None]]:
+    ) -> AsyncIterator[tuple[str, _AskLock]]:
         """The thread to answer, its ask lock held: `thread_id`, or the conversation found by
         how the request opens. Found, it is checked again under its lock, since another
         request of the family may have moved it meanwhile; a fork that another request made
         first is found again. Bounded: a family this busy is a `ConflictError` (409). With
-        it, the read of its newest turns that placing the request starts from, where the
-        lock's trip made it."""
+        it, the lock (and the read of the thread's newest turns made with it, for a named
+        thread)."""
         if thread_id is not None:
             first = (tokenizer_for(plan.model), first_limit(request.views))
-            async with self._thread_turn(tenant_id, thread_id, first) as newest:
-                yield thread_id, newest
+            async with self._thread_turn(tenant_id, thread_id, first) as lock:
+                yield thread_id, lock
             return
         views = request.views
         for _ in range(FIND_ATTEMPTS):
@@ -513,25 +518,26 @@ class Gateway:
                     )
                 except ConflictError:
                     continue  # another request forked it first: find again
-            async with self._thread_turn(tenant_id, found.thread_id):
+            async with self._thread_turn(tenant_id, found.thread_id) as lock:
                 if await extends(
                     self.store, tenant_id=tenant_id, thread_id=found.thread_id, request=views
                 ):
-                    yield found.thread_id, None
+                    yield found.thread_id, lock
                     return
         raise ConflictError("this conversation is busy in another request; ask again")
 
     @asynccontextmanager
     async def _thread_turn(
         self, tenant_id: str, thread_id: str, read: tuple[Tokenizer, int] | None = None
-    ) -> AsyncIterator[NewestRead | None]:
+    ) -> AsyncIterator[_AskLock]:
         """One ask at a time per thread, across processes: held from the user turn's append to
         the answer's, so every answer is built with its own question newest and stored right
         after it. In-process askers queue on a lock; other processes' on the store's thread
         lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
         thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409). With
         `read` (a tokenizer and a limit), the thread's newest turns are read with the lock,
-        in the same trip where the store can, and yielded."""
+        in the same trip where the store can. The answer's append may give the lock back
+        (`_store_output`); else it is given back here."""
         local = self._turns.setdefault((tenant_id, thread_id), asyncio.Lock())
         # The lock lives while an asker holds a reference to it (a weak map).
         async with local:
@@ -539,7 +545,7 @@ class Gateway:
             deadline = time.monotonic() + self.config.busy_wait_seconds
             delay = 0.01
             ids = {"tenant_id": tenant_id, "thread_id": thread_id, "owner": owner}
-            newest: NewestRead | None = None
+            lock = _AskLock(owner)
             while True:
                 if read is None:
                     claimed = await self.store.claim_thread(**ids, ttl_seconds=ASK_LOCK_SECONDS)
@@ -555,7 +561,7 @@ class Gateway:
                     except BaseException:  # the lock may be taken (the read failed after it)
                         await asyncio.shield(self.store.release_thread(**ids))
                         raise
-                    newest = NewestRead(read[1], tail)
+                    lock.newest = NewestRead(read[1], tail)
                 if claimed:
                     break
                 if time.monotonic() > deadline:
@@ -565,7 +571,7 @@ class Gateway:
                     )
                 await asyncio.sleep(delay)  # another process holds it: a short backoff
                 delay = min(delay * 2, 0.25)
-            renewing = asyncio.create_task(
+            lock.renewing = renewing = asyncio.create_task(
                 keep_renewed(
                     lambda: self.store.renew_thread(
                         tenant_id=tenant_id,
@@ -578,14 +584,13 @@ class Gateway:
                 )
             )
             try:
-                yield newest
+                yield lock
             finally:
                 renewing.cancel()
                 with suppress(asyncio.CancelledError):
                     await renewing
-                await asyncio.shield(
-                    self.store.release_thread(tenant_id=tenant_id, thread_id=thread_id, owner=owner)
-                )
+                if not lock.released:
+                    await asyncio.shield(self.store.release_thread(**ids))
 
     def _checked_request(
         self,
@@ -610,7 +615,7 @@ class Gateway:
         options: Mapping[str, Any] | None,
         passthrough: Sequence[MessageIn] | None = None,
         expect_turns: int | None = None,
-        newest: NewestRead | None = None,
+        lock: _AskLock | None = None,
     ) -> _Run:
         client_history = passthrough is not None
         run = _Run(
@@ -625,6 +630,7 @@ class Gateway:
             client_tools=request.tools,
             options=dict(options or {}),
             passthrough=[dict(m) for m in passthrough] if passthrough is not None else None,
+            lock=lock,
         )
         placed = await place(
             self.store,
@@ -632,7 +638,7 @@ class Gateway:
             thread_id=thread_id,
             request=request.views,
             tokenizer=tokenizer_for(run.plan.model),
-            read=newest,
+            read=lock.newest if lock is not None else None,
         )
         if expect_turns is not None and placed.turn_count != expect_turns:
             raise ConflictError(
@@ -877,18 +883,36 @@ class Gateway:
         return await self._store_output(run, [assistant, *results], from_model=True)
 
     async def _store_output(
-        self, run: _Run, messages: Sequence[MessageIn | NativeItem], *, from_model: bool
+        self,
+        run: _Run,
+        messages: Sequence[MessageIn | NativeItem],
+        *,
+        from_model: bool,
+        last: bool = False,
     ) -> list[Turn]:
-        """Stores what answers the user's turn. An answer of the model that the store refuses
-        (over the size of a turn, say) is the upstream's fault, not the client's: an
-        `LLMError` (502), not a `ValidationError` (400). A reviewer's text stays the host's."""
+        """Stores what answers the user's turn; the `last` of the ask gives its lock back
+        with it. An answer of the model that the store refuses (over the size of a turn, say)
+        is the upstream's fault, not the client's: an `LLMError` (502), not a
+        `ValidationError` (400). A reviewer's text stays the host's."""
+        tenant_id, thread_id, user_id = run.tenant_id, run.thread_id, run.user_id
+        lock = run.lock if last else None
         try:
-            return await self.store.append(
-                tenant_id=run.tenant_id,
-                thread_id=run.thread_id,
+            if lock is None:
+                return await self.store.append(
+                    tenant_id=tenant_id, thread_id=thread_id, messages=messages, user_id=user_id
+                )
+            if lock.renewing is not None:
+                lock.renewing.cancel()  # nothing to renew once the lock is given back
+            turns = await append_and_release(
+                self.store,
+                tenant_id=tenant_id,
+                thread_id=thread_id,
                 messages=messages,
-                user_id=run.user_id,
+                owner=lock.owner,
+                user_id=user_id,
             )
+            lock.released = True
+            return turns
         except ValidationError as exc:
             if not from_model:
                 raise
@@ -902,7 +926,7 @@ class Gateway:
         turn: MessageIn | NativeItem = stored
         if run.answer_format is not None:
             turn = run.answer_format(stored, None if reviewed else run.completion)
-        run.turns += await self._store_output(run, [turn], from_model=not reviewed)
+        run.turns += await self._store_output(run, [turn], from_model=not reviewed, last=True)
         self._submit_update(run, reviewed)
         assert run.context is not None
         return AskResult(

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 import workingmem as wm
-from tests.conftest import open_backend
+from tests.conftest import two_stores
 from tests.helpers import assistant, tool, user
 from workingmem.stores.base import Tail
 
@@ -400,18 +398,6 @@ async def test_concurrent_appends_to_one_thread_lose_nothing(
     turns = await store.list_turns(tenant_id=tenant, thread_id="th")
     assert [t.seq for t in turns] == list(range(1, 21))
     assert sorted(str(t.content) for t in turns) == sorted(f"m{i}" for i in range(20))
-
-
-@asynccontextmanager
-async def two_stores(backend: str, tmp_path: Path) -> AsyncIterator[tuple[wm.Store, wm.Store]]:
-    """Two stores on one database: two workers."""
-    first = await open_backend(backend, tmp_path)
-    second = await open_backend(backend, tmp_path)
-    try:
-        yield first, second
-    finally:
-        await first.aclose()
-        await second.aclose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

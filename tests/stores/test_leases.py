@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import workingmem as wm
+from tests.conftest import two_stores
 from tests.helpers import assistant, user
 
 pytestmark = pytest.mark.asyncio
@@ -112,7 +114,7 @@ async def test_the_ask_lock_of_a_thread_needs_no_thread_and_frees_when_it_expire
 async def test_the_ask_lock_taken_with_the_tail_reads_the_thread_after_it(
     store: wm.Store, tenant: str
 ) -> None:
-    assert isinstance(store, wm.stores.ClaimingTailStore)
+    assert isinstance(store, wm.stores.AskLockStore)
     tokenizer = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
     ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
     claim: dict[str, Any] = {**ids, "ttl_seconds": 60, "tokenizer": tokenizer, "limit": 2}
@@ -133,3 +135,51 @@ async def test_the_ask_lock_taken_with_the_tail_reads_the_thread_after_it(
     assert not await store.claim_thread(**ids, owner="c", ttl_seconds=60)  # b holds it
     other = {**claim, "tenant_id": f"{tenant}-other"}
     assert await store.claim_and_read_tail(**other, owner="c") == (True, None)  # tenants apart
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_the_answer_given_with_the_ask_lock_back_is_stored_and_frees_it_in_one_go(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """Whether the store wrote the thread last (one statement) or another worker did (the
+    ordinary append), the lock is given back with the turns, and kept when they are refused."""
+    ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
+    async with two_stores(backend, tmp_path) as (store, other):
+        assert isinstance(store, wm.stores.AskLockStore)
+        await store.append(**ids, messages=[user("one")])
+        for owner, writer in (("a", store), ("b", other)):
+            await writer.append(**ids, messages=[user(f"asked of {owner}")])
+            assert await store.claim_thread(**ids, owner=owner, ttl_seconds=60)
+
+            with pytest.raises(wm.ValidationError):
+                await store.append_and_release(**ids, messages=[{"role": "bot"}], owner=owner)
+            assert not await store.claim_thread(**ids, owner="c", ttl_seconds=60)  # still held
+
+            stored = await store.append_and_release(
+                **ids, messages=[assistant(f"answer of {owner}")], owner=owner, user_id="u"
+            )
+            assert [t.content for t in stored] == [f"answer of {owner}"]
+            assert await store.claim_thread(**ids, owner="c", ttl_seconds=60)  # given back
+            await store.release_thread(**ids, owner="c")
+
+        turns = await other.list_turns(**ids)
+    assert [t.content for t in turns] == [
+        "one",
+        "asked of a",
+        "answer of a",
+        "asked of b",
+        "answer of b",
+    ]
+
+
+async def test_an_answer_given_with_another_owners_lock_leaves_that_lock(
+    store: wm.Store, tenant: str
+) -> None:
+    ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
+    assert isinstance(store, wm.stores.AskLockStore)
+    await store.append(**ids, messages=[user("one")])
+    assert await store.claim_thread(**ids, owner="holder", ttl_seconds=60)
+
+    await store.append_and_release(**ids, messages=[assistant("late")], owner="expired one")
+
+    assert not await store.claim_thread(**ids, owner="c", ttl_seconds=60)

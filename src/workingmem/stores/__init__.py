@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
 from .base import (
-    ClaimingTailStore,
+    AskLockStore,
     MemoryStateStore,
     StateWrite,
     Store,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SQLITE_PATH",
-    "ClaimingTailStore",
+    "AskLockStore",
     "MemoryStateStore",
     "PostgresStore",
     "ResponseStore",

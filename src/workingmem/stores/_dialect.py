@@ -77,6 +77,9 @@ class KnownAppend:
     """Create the thread first when there is none (it was last seen missing, or empty),
     with `tokenizers` (those the read that found it missing counts with), so the expectation
     holds for it; a thread another writer created meanwhile does not meet it."""
+    release: str | None = None
+    """An owner whose ask lock of the thread is given back with the turns (`RELEASE_THREAD`),
+    only when they are written."""
 
     def thread_row(self) -> tuple[object, ...]:
         """The parameters of `INSERT_THREAD` for the thread `create` makes."""

@@ -64,6 +64,8 @@ INSERT_THREAD = (
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING"
 )
 """A new thread's row, with no turns; nothing when it exists."""
+RELEASE_THREAD = "DELETE FROM thread_locks WHERE tenant_id = ? AND thread_id = ? AND owner = ?"
+"""A thread's ask lock given back by its owner (nothing when another holds it)."""
 INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
     "item, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -114,6 +116,32 @@ class SQLThreads:
         after_seq: int | None = None,
         created_at: Sequence[datetime] | None = None,
     ) -> list[Turn]:
+        return await self._append(tenant_id, thread_id, messages, user_id, after_seq, created_at)
+
+    async def append_and_release(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        messages: Sequence[Any],
+        owner: str,
+        user_id: str | None = None,
+    ) -> list[Turn]:
+        return await self._append(tenant_id, thread_id, messages, user_id, release=owner)
+
+    async def _append(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        messages: Sequence[Any],
+        user_id: str | None,
+        after_seq: int | None = None,
+        created_at: Sequence[datetime] | None = None,
+        *,
+        release: str | None = None,
+    ) -> list[Turn]:
+        """`append`; with `release`, that owner's ask lock is given back in the same
+        transaction (kept when nothing is written: the transaction failed)."""
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         if user_id is not None:
             check_id("user_id", user_id)
@@ -124,13 +152,17 @@ class SQLThreads:
         times = _rows.check_times(created_at, len(clean), now)  # the order checked below too
         stamp = self._dialect.stamp(now)
         if after_seq is None and clean and clean[0]["role"] != "tool" and created_at is None:
-            known = await self._append_known(tenant_id, thread_id, user_id, stamp, clean, origins)
+            known = await self._append_known(
+                tenant_id, thread_id, user_id, stamp, clean, origins, release
+            )
             if known is not None:
                 return _appended(known, origins, times)
         async with self._dialect.write() as session:
             found = await session.rows(
                 _SELECT_WITH_UNIT + self._dialect.lock_of("th"), (tenant_id, thread_id)
             )
+            if release is not None:
+                await session.queue(RELEASE_THREAD, (tenant_id, thread_id, release))
             if found:
                 row, unit = found[0][:9], [r[9] for r in found if r[9] is not None]
             else:
@@ -189,9 +221,11 @@ class SQLThreads:
         stamp: object,
         clean: Sequence[Any],
         origins: Sequence[Origin],
+        release: str | None,
     ) -> list[PlannedTurn] | None:
         """New turns that open a unit, written in one trip when the thread is as this process
-        last saw it; None when it was not (nothing written)."""
+        last saw it (with `release`'s ask lock given back); None when it was not (nothing
+        written)."""
         known = self._known.get(tenant_id, thread_id)
         if known is None:
             return None
@@ -221,6 +255,7 @@ class SQLThreads:
                     )
                 ],
                 others=prepared.counts.others,
+                release=release,
             )
         )
         if base is None:
@@ -823,8 +858,7 @@ class SQLThreads:
 
     async def release_thread(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        keys = {"tenant_id": tenant_id, "thread_id": thread_id}
-        await self._dialect.write_one(*self._release("thread_locks", keys, owner))
+        await self._dialect.write_one(RELEASE_THREAD, (tenant_id, thread_id, owner))
 
     async def claim_memory_update(
         self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float

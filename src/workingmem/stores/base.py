@@ -31,7 +31,7 @@ from .responses import ResponseStore
 
 __all__ = [
     "PAGE_LIMIT",
-    "ClaimingTailStore",
+    "AskLockStore",
     "MemoryStateStore",
     "StateWrite",
     "Store",
@@ -39,6 +39,7 @@ __all__ = [
     "ThreadStore",
     "TurnSearchStore",
     "TurnStore",
+    "append_and_release",
     "claim_and_read_tail",
     "read_turns",
 ]
@@ -325,10 +326,11 @@ class Store(ThreadStore, DocumentStore, ApiKeyStore, ResponseStore, Protocol):
 
 
 @runtime_checkable
-class ClaimingTailStore(Protocol):
-    """A store that takes a thread's ask lock and reads its tail in one trip (the SQL stores:
-    one PostgreSQL pipeline, one SQLite transaction): an ask's first two steps. Optional:
-    `claim_and_read_tail` does them one after the other for any other `ThreadStore`."""
+class AskLockStore(Protocol):
+    """A store that folds a thread's ask lock into an ask's first read and last write, a
+    trip each (the SQL stores: a PostgreSQL pipeline or statement, a SQLite transaction).
+    Optional: the functions `claim_and_read_tail` and `append_and_release` do the same in
+    two steps on any other `ThreadStore`."""
 
     async def claim_and_read_tail(
         self,
@@ -345,6 +347,19 @@ class ClaimingTailStore(Protocol):
         yet, or when it did not take the lock)."""
         ...
 
+    async def append_and_release(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        messages: Sequence[MessageIn | NativeItem],
+        owner: str,
+        user_id: str | None = None,
+    ) -> list[Turn]:
+        """`append` after the thread's newest turn, and `owner`'s ask lock given back in the
+        same transaction: held still when the append fails."""
+        ...
+
 
 async def claim_and_read_tail(
     store: ThreadStore,
@@ -356,8 +371,8 @@ async def claim_and_read_tail(
     tokenizer: Tokenizer,
     limit: int,
 ) -> tuple[bool, Tail | None]:
-    """`ClaimingTailStore.claim_and_read_tail` on any store: in one trip where it can."""
-    if isinstance(store, ClaimingTailStore):
+    """`AskLockStore.claim_and_read_tail` on any store: in one trip where it can."""
+    if isinstance(store, AskLockStore):
         return await store.claim_and_read_tail(
             tenant_id=tenant_id,
             thread_id=thread_id,
@@ -377,6 +392,31 @@ async def claim_and_read_tail(
     except NotFoundError:
         return True, None
     return True, tail
+
+
+async def append_and_release(
+    store: ThreadStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    messages: Sequence[MessageIn | NativeItem],
+    owner: str,
+    user_id: str | None = None,
+) -> list[Turn]:
+    """`AskLockStore.append_and_release` on any store: in one trip where it can."""
+    if isinstance(store, AskLockStore):
+        return await store.append_and_release(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            messages=messages,
+            owner=owner,
+            user_id=user_id,
+        )
+    turns = await store.append(
+        tenant_id=tenant_id, thread_id=thread_id, messages=messages, user_id=user_id
+    )
+    await store.release_thread(tenant_id=tenant_id, thread_id=thread_id, owner=owner)
+    return turns
 
 
 PAGE_LIMIT = 1_000

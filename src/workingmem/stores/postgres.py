@@ -26,7 +26,7 @@ from .sql import SQLStore
 try:
     import psycopg
     from psycopg import AsyncPipeline
-    from psycopg.pq import TransactionStatus
+    from psycopg.pq import ExecStatus, TransactionStatus
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -133,9 +133,12 @@ others AS (
   INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens)
   SELECT th.id, o.tokenizer, th.base + o.seq, o.tokens
   FROM th, unnest(%(other_keys)b::text[], %(other_seqs)b::integer[],
-                  %(other_tokens)b::integer[]) AS o(tokenizer, seq, tokens))
-SELECT base FROM th
-"""
+                  %(other_tokens)b::integer[]) AS o(tokenizer, seq, tokens))"""
+_RELEASE = """,
+released AS (
+  DELETE FROM thread_locks WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s
+    AND owner = %(release)s AND EXISTS (SELECT FROM th))"""
+"""`KnownAppend.release`: the ask lock given back when the turns are written."""
 _APPEND_KNOWN = f"""
 WITH th AS ({_MOVE_ON}
   RETURNING id, turn_count - %(count)s AS base),{_WRITE_TURNS}"""
@@ -157,6 +160,14 @@ th AS (SELECT id, base FROM made UNION ALL SELECT id, base FROM moved),{_WRITE_T
 """`_APPEND_KNOWN` for a thread last seen missing or empty: the thread made with its turns, or,
 when it exists, moved on as there (an empty one), in one statement. A thread another writer
 made after this statement's snapshot is neither made nor moved: nothing is written."""
+_APPENDS = {
+    (create, release): (_CREATE_AND_APPEND if create else _APPEND_KNOWN)
+    + (_RELEASE if release else "")
+    + "\nSELECT base FROM th"
+    for create in (False, True)
+    for release in (False, True)
+}
+"""The statement of a `KnownAppend`, by whether it creates the thread and releases a lock."""
 _SCAN_TOKENS_PER_TURN = 20
 """The token goal's count scan is bounded at goal / this + 32 turns (LoCoMo turns average 35;
 a thread of shorter turns costs one more read, never a wrong window)."""
@@ -232,6 +243,13 @@ def _tail(rows: list[Row]) -> tuple[Row, list[Row]] | None:
     return rows[0][:14], [row[14:] for row in rows[1:]]
 
 
+def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
+    """Whether the statement returned rows (a SELECT, a RETURNING), as psycopg's own fetch
+    checks it: ``description`` would say so too, at the cost of building its columns."""
+    result = cursor.pgresult
+    return result is not None and result.status == ExecStatus.TUPLES_OK
+
+
 def _end_if_mid_protocol(conn: Conn, exc: BaseException) -> bool:
     """Ends a connection left inside its pipeline's protocol, and says so. psycopg can be
     cancelled inside a pipeline's entry or exit and leave the connection in pipeline mode,
@@ -261,11 +279,11 @@ class _Session:
 
     async def rows(self, sql: str, params: Params = ()) -> list[Row]:
         cursor = await self._result(sql, params)
-        return await cursor.fetchall() if cursor.description is not None else []
+        return await cursor.fetchall() if _has_rows(cursor) else []
 
     async def row(self, sql: str, params: Sequence[object] = ()) -> Row | None:
         cursor = await self._result(sql, params)
-        return await cursor.fetchone() if cursor.description is not None else None
+        return await cursor.fetchone() if _has_rows(cursor) else None
 
     async def run(self, sql: str, params: Sequence[object] = ()) -> int:
         return (await self._result(sql, params)).rowcount
@@ -406,6 +424,7 @@ class PostgresDialect(Dialect):
             "now": write.stamp,
             "count": len(write.turns),
             "last_unit": write.turns[-1][1],
+            "release": write.release,
             **{
                 name: list(column)
                 for name, column in zip(
@@ -421,7 +440,7 @@ class PostgresDialect(Dialect):
                 )
             },
         }
-        rows = await self._statement(_CREATE_AND_APPEND if write.create else _APPEND_KNOWN, params)
+        rows = await self._statement(_APPENDS[write.create, write.release is not None], params)
         return int(rows[0][0]) if rows else None
 
     async def _statement(self, sql: str, params: dict[str, Any]) -> list[Row]:

@@ -34,6 +34,7 @@ from ._sql_threads import (
     INSERT_THREAD,
     INSERT_TURN,
     INSERT_TURN_TOKENS,
+    RELEASE_THREAD,
     STATE_COLUMNS_OF_S,
     THREAD_COLUMNS_OF_TH,
 )
@@ -310,6 +311,8 @@ def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
         ],
     )
     db.executemany(INSERT_TURN_TOKENS, [(pk, key, base + seq, n) for key, seq, n in write.others])
+    if write.release is not None:
+        db.execute(RELEASE_THREAD, (write.tenant_id, write.thread_id, write.release))
     db.execute("COMMIT")
     return int(base)
 
