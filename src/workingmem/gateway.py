@@ -186,7 +186,7 @@ class _AskLock:
     it, and whether the answer's append gave it back."""
 
     owner: str
-    newest: NewestRead | None = None
+    newest: NewestRead
     renewing: asyncio.Task[None] | None = None
     released: bool = False
 
@@ -490,14 +490,13 @@ class Gateway:
         how the request opens. Found, it is checked again under its lock, since another
         request of the family may have moved it meanwhile; a fork that another request made
         first is found again. Bounded: a family this busy is a `ConflictError` (409). With
-        it, the lock (and the read of the thread's newest turns made with it, for a named
-        thread)."""
+        it, the lock, and the read of the thread's newest turns made with it."""
+        views = request.views
+        newest = (tokenizer_for(plan.model), first_limit(views))  # placing reads this first
         if thread_id is not None:
-            first = (tokenizer_for(plan.model), first_limit(request.views))
-            async with self._thread_turn(tenant_id, thread_id, first) as lock:
+            async with self._thread_turn(tenant_id, thread_id, *newest) as lock:
                 yield thread_id, lock
             return
-        views = request.views
         for _ in range(FIND_ATTEMPTS):
             found = await find_conversation(
                 self.store,
@@ -518,7 +517,7 @@ class Gateway:
                     )
                 except ConflictError:
                     continue  # another request forked it first: find again
-            async with self._thread_turn(tenant_id, found.thread_id) as lock:
+            async with self._thread_turn(tenant_id, found.thread_id, *newest) as lock:
                 if await extends(
                     self.store, tenant_id=tenant_id, thread_id=found.thread_id, request=views
                 ):
@@ -528,16 +527,16 @@ class Gateway:
 
     @asynccontextmanager
     async def _thread_turn(
-        self, tenant_id: str, thread_id: str, read: tuple[Tokenizer, int] | None = None
+        self, tenant_id: str, thread_id: str, tokenizer: Tokenizer, limit: int
     ) -> AsyncIterator[_AskLock]:
         """One ask at a time per thread, across processes: held from the user turn's append to
         the answer's, so every answer is built with its own question newest and stored right
         after it. In-process askers queue on a lock; other processes' on the store's thread
         lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
-        thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409). With
-        `read` (a tokenizer and a limit), the thread's newest turns are read with the lock,
-        in the same trip where the store can. The answer's append may give the lock back
-        (`_store_output`); else it is given back here."""
+        thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409). The
+        thread's `limit` newest turns are read with the lock, in the same trip where the store
+        can. The answer's append may give the lock back (`_store_output`); else it is given
+        back here."""
         local = self._turns.setdefault((tenant_id, thread_id), asyncio.Lock())
         # The lock lives while an asker holds a reference to it (a weak map).
         async with local:
@@ -545,23 +544,18 @@ class Gateway:
             deadline = time.monotonic() + self.config.busy_wait_seconds
             delay = 0.01
             ids = {"tenant_id": tenant_id, "thread_id": thread_id, "owner": owner}
-            lock = _AskLock(owner)
             while True:
-                if read is None:
-                    claimed = await self.store.claim_thread(**ids, ttl_seconds=ASK_LOCK_SECONDS)
-                else:
-                    try:
-                        claimed, tail = await claim_and_read_tail(
-                            self.store,
-                            **ids,
-                            ttl_seconds=ASK_LOCK_SECONDS,
-                            tokenizer=read[0],
-                            limit=read[1],
-                        )
-                    except BaseException:  # the lock may be taken (the read failed after it)
-                        await asyncio.shield(self.store.release_thread(**ids))
-                        raise
-                    lock.newest = NewestRead(read[1], tail)
+                try:
+                    claimed, tail = await claim_and_read_tail(
+                        self.store,
+                        **ids,
+                        ttl_seconds=ASK_LOCK_SECONDS,
+                        tokenizer=tokenizer,
+                        limit=limit,
+                    )
+                except BaseException:  # the lock may be taken (the read failed after it)
+                    await asyncio.shield(self.store.release_thread(**ids))
+                    raise
                 if claimed:
                     break
                 if time.monotonic() > deadline:
@@ -571,6 +565,7 @@ class Gateway:
                     )
                 await asyncio.sleep(delay)  # another process holds it: a short backoff
                 delay = min(delay * 2, 0.25)
+            lock = _AskLock(owner, NewestRead(limit, tail))
             lock.renewing = renewing = asyncio.create_task(
                 keep_renewed(
                     lambda: self.store.renew_thread(

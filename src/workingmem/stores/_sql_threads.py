@@ -64,8 +64,17 @@ INSERT_THREAD = (
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING"
 )
 """A new thread's row, with no turns; nothing when it exists."""
-RELEASE_THREAD = "DELETE FROM thread_locks WHERE tenant_id = ? AND thread_id = ? AND owner = ?"
-"""A thread's ask lock given back by its owner (nothing when another holds it)."""
+
+
+def release_sql(table: str, columns: Sequence[str]) -> str:
+    """The DELETE that gives a lock (or a lease) of `table`, keyed by `columns`, back: only
+    its owner's, nothing when another holds it."""
+    where = " AND ".join(f"{column} = ?" for column in columns)
+    return f"DELETE FROM {table} WHERE {where} AND owner = ?"
+
+
+RELEASE_THREAD = release_sql("thread_locks", ("tenant_id", "thread_id"))
+"""A thread's ask lock given back: (tenant_id, thread_id, owner)."""
 INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
     "item, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -919,8 +928,7 @@ class SQLThreads:
     def _release(
         table: str, keys: Mapping[str, object], owner: str
     ) -> tuple[str, tuple[object, ...]]:
-        where = " AND ".join(f"{column} = ?" for column in keys)
-        return f"DELETE FROM {table} WHERE {where} AND owner = ?", (*keys.values(), owner)
+        return release_sql(table, list(keys)), (*keys.values(), owner)
 
 
 def _appended(

@@ -277,6 +277,16 @@ class _Session:
             await self._pipeline.sync()  # the round trip: this result, and all queued before it
         return cursor
 
+    async def together(self, *statements: tuple[str, Params]) -> list[psycopg.AsyncCursor[Row]]:
+        """Statements outside a transaction block sent in one pipeline, one round trip: one
+        implicit transaction, each statement after the one before; their cursors."""
+        try:
+            async with self._conn.pipeline():
+                return [await self._conn.execute(*_native(*statement)) for statement in statements]
+        except BaseException as exc:
+            _end_if_mid_protocol(self._conn, exc)
+            raise
+
     async def rows(self, sql: str, params: Params = ()) -> list[Row]:
         cursor = await self._result(sql, params)
         return await cursor.fetchall() if _has_rows(cursor) else []
@@ -383,25 +393,13 @@ class PostgresDialect(Dialect):
     async def claim_and_read_tail(
         self, claim: tuple[str, Sequence[object]], read: TailRead
     ) -> tuple[bool, tuple[Row, list[Row]] | None]:
-        # Both statements in one pipeline, one round trip: autocommit runs them in one
-        # implicit transaction, each with its own snapshot (READ COMMITTED), so the read sees
-        # what was committed before the lock was taken, a wait for it included.
-        try:
-            async with self._pool.connection() as conn:
-                try:
-                    async with conn.pipeline():
-                        claimed = await conn.execute(*_native(*claim))
-                        tail = await conn.execute(_TAIL, _tail_params(read))
-                except BaseException as exc:
-                    _end_if_mid_protocol(conn, exc)
-                    raise
-                if claimed.rowcount != 1:
-                    return False, None
-                return True, _tail(await tail.fetchall())
-        except WorkingMemoryError:
-            raise
-        except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL failed: {exc}") from exc
+        # The read after the lock, in its own snapshot (READ COMMITTED): it sees what was
+        # committed before the lock was taken, a wait for it included.
+        async with self.read() as session:
+            claimed, tail = await session.together(claim, (_TAIL, _tail_params(read)))
+            if claimed.rowcount != 1:
+                return False, None
+            return True, _tail(await tail.fetchall())
 
     def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
         return _SEARCH, (
