@@ -46,8 +46,10 @@ __all__ = [
     "continuation",
     "depth",
     "dumps_message",
+    "may_rewrite",
     "normalize_messages",
     "normalize_turns",
+    "opening_turns",
     "overlap",
     "plan_units",
     "said",
@@ -470,15 +472,33 @@ def continuation(thread: Sequence[MessageIn], request: Sequence[MessageIn]) -> C
     - Else its turns are all new.
 
     `thread` holds the thread's client-visible turns from its start, at least
-    ``len(request) + 1`` of them when there are that many (or the newest ones when the request
+    `opening_turns` of them when there are that many (or the newest ones when the request
     extends them: check `overlap` first).
     """
     if not thread or not request:
         return Continuation(keep=None, start=0)
     common = common_start(thread, request)
-    if common and (len(request) > 1 or len(thread) <= 2):
+    if common and may_rewrite(len(request), len(thread)):
         return Continuation(keep=common, start=common)
     return Continuation(keep=None, start=0)
+
+
+_ONE_EXCHANGE = 2
+"""A thread's client-visible turns after its first question and answer."""
+
+
+def may_rewrite(request_turns: int, thread_turns: int) -> bool:
+    """Whether a request of `request_turns` turns may edit or regenerate a thread of (at
+    least) `thread_turns` client-visible turns (`continuation`): a request of several may;
+    one turn alone only a thread of one exchange."""
+    return request_turns > 1 or thread_turns <= _ONE_EXCHANGE
+
+
+def opening_turns(request_turns: int) -> int:
+    """The thread's client-visible turns from its start that `continuation` needs for a
+    request of `request_turns` turns: one more than the request has, and enough to tell a
+    thread of one exchange from a longer one."""
+    return max(request_turns + 1, _ONE_EXCHANGE + 1)
 
 
 def common_start(thread: Sequence[MessageIn], request: Sequence[MessageIn]) -> int:

@@ -6,9 +6,9 @@
 A client knows the thread without the gateway's own agent-memory rounds: their calls and
 results run on the server and never reach it. So the rule of `workingmem.messages` (extend,
 or edit / regenerate, or all new) is applied to the thread's *client-visible* turns, and the
-answer says where that is in the stored thread. The common case (a request that extends the
-thread) costs one read of the thread's newest turns; only a request that does not extend it
-reads the thread's start.
+answer says where that is in the stored thread. The common cases (a request that extends the
+thread, one new message on a thread longer than one exchange) cost one read of the thread's
+newest turns; only a request that could rewrite the thread (`may_rewrite`) reads its start.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from .agent_memory.tools import TOOL_NAMES
 from .errors import NotFoundError, ValidationError
-from .messages import continuation, overlap
+from .messages import continuation, may_rewrite, opening_turns, overlap
 from .stores.base import Tail, TurnStore
 from .tokens import Tokenizer
 from .types import MessageIn
@@ -50,8 +50,10 @@ class NewestRead:
 
 
 def first_limit(request: Sequence[MessageIn]) -> int:
-    """The turns `place` reads first for `request`: as many as it has (at least one)."""
-    return max(len(request), 1)
+    """The turns `place` reads first for `request`: as many as it has, and for one message
+    enough to see whether the thread is longer than one exchange (then the message cannot
+    rewrite it, and the thread's start is not read)."""
+    return max(len(request), opening_turns(1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +104,13 @@ async def place(
     except NotFoundError:
         return Placement(start=0)  # a new thread
     extended = overlap([m for _, m in newest], request)
-    if extended or not newest:
+    if extended or not newest or not may_rewrite(len(request), len(newest)):
         return Placement(start=extended, turn_count=count)
-    oldest = newest if complete else await opening(store, tenant_id, thread_id, len(request) + 1)
+    oldest = (
+        newest
+        if complete
+        else await opening(store, tenant_id, thread_id, opening_turns(len(request)))
+    )
     found = continuation([m for _, m in oldest], request)
     if found.keep is None:
         return Placement(start=found.start, turn_count=count)
@@ -145,9 +151,8 @@ async def _newest_visible(
 async def opening(
     store: TurnStore, tenant_id: str, thread_id: str, need: int
 ) -> list[tuple[int, MessageIn]]:
-    """The thread's first `need` client-visible turns (seq, message), or all there are; a
-    placement reads one more than the request has (the rule tells a thread of one exchange
-    from a longer one). `NotFoundError` for a missing thread."""
+    """The thread's first `need` client-visible turns (seq, message), or all there are (a
+    placement reads `opening_turns`). `NotFoundError` for a missing thread."""
     after = 0
     found: list[tuple[int, MessageIn]] = []
     while len(visible(found)) < need:
