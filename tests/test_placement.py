@@ -1,9 +1,10 @@
 """`place` on a stored thread decides what the rule decides on the whole thread (R26-R27).
 
 `place` reads only the thread's newest turns, and its start only when the request could
-rewrite it; hypothesis draws threads and requests (the whole history resent, a part of it,
-an edit, a regenerate, one new message that says again what an older one said) and checks
-that reading less never decides otherwise than `overlap` and `continuation` on every turn.
+rewrite it; hypothesis draws threads (with the gateway's own memory rounds, which the client
+never sees) and requests (the whole history resent, a part of it, an edit, a regenerate, one
+new message that says again what an older one said) and checks that reading less never
+decides otherwise than `overlap` and `continuation` on the client's view of every turn.
 """
 
 from __future__ import annotations
@@ -25,24 +26,58 @@ messages = st.builds(
     st.sampled_from(["user", "assistant"]),
     st.sampled_from(["hi", "yes", "Lyon?"]),  # few values: repeats happen often
 )
-threads = st.lists(messages, min_size=1, max_size=10)
+
+
+def memory_round(call_id: str) -> list[wm.Message]:
+    """A round of the gateway's own agent-memory tools: stored, never seen by the client."""
+    function = {"name": "get_working_memory", "arguments": "{}"}
+    call = {"id": call_id, "type": "function", "function": function}
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": "(empty)"},
+    ]
+
+
+@st.composite
+def threads(draw: st.DrawFn) -> list[wm.Message]:
+    """Client-visible turns, with the gateway's memory rounds among them now and then."""
+    thread: list[wm.Message] = []
+    for index in range(draw(st.integers(1, 10))):
+        if thread and draw(st.integers(0, 4)) == 0:
+            thread.extend(memory_round(f"m{index}"))
+        thread.append(draw(messages))
+    return thread
+
+
+def shown(thread: list[wm.Message]) -> list[tuple[int, wm.Message]]:
+    """The client's view of `thread`: (seq, message) without the memory rounds."""
+    hidden = {t.get("tool_call_id") for t in thread if t["role"] == "tool"}
+    return [
+        (seq, m)
+        for seq, m in enumerate(thread, start=1)
+        if not m.get("tool_calls") and m.get("tool_call_id") not in hidden
+    ]
 
 
 @st.composite
 def requests(draw: st.DrawFn, thread: list[wm.Message]) -> list[wm.Message]:
-    """A request for `thread`: a part of it from its start or from anywhere, then new turns."""
+    """A request for the client's view of `thread`: a part of it from its start or from
+    anywhere, then new turns."""
+    thread = [m for _, m in shown(thread)]
     start = draw(st.integers(0, len(thread)))
     end = draw(st.integers(start, len(thread)))
     return [*thread[start:end], *draw(st.lists(messages, max_size=3))] or [draw(messages)]
 
 
 def by_the_rule(thread: list[wm.Message], request: list[wm.Message]) -> Placement:
-    """The rule applied to the whole thread (its turns numbered from 1)."""
-    extended = overlap(thread, request)
+    """The rule applied to the client's view of the whole thread."""
+    seen = shown(thread)
+    extended = overlap([m for _, m in seen], request)
     if extended:
         return Placement(start=extended, turn_count=len(thread))
-    found = continuation(thread, request)
-    return Placement(start=found.start, after_seq=found.keep, turn_count=len(thread))
+    found = continuation([m for _, m in seen], request)
+    after = None if found.keep is None else seen[found.keep - 1][0]
+    return Placement(start=found.start, after_seq=after, turn_count=len(thread))
 
 
 async def placed(thread: list[wm.Message], request: list[wm.Message]) -> Placement:
@@ -53,12 +88,12 @@ async def placed(thread: list[wm.Message], request: list[wm.Message]) -> Placeme
         )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_placing_on_the_store_decides_what_the_rule_decides_on_the_whole_thread(
     data: st.DataObject,
 ) -> None:
-    thread = data.draw(threads)
+    thread = data.draw(threads())
     request = data.draw(requests(thread))
     assert asyncio.run(placed(thread, request)) == by_the_rule(thread, request)
 

@@ -16,11 +16,12 @@ Backends: `SQLiteStore` (the embedded default) and `PostgresStore` (the `postgre
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Protocol, Self, TypeGuard, runtime_checkable
 
 from ..errors import NotFoundError
 from ..tokens import Tokenizer
@@ -41,6 +42,7 @@ __all__ = [
     "TurnStore",
     "append_and_release",
     "claim_and_read_tail",
+    "locks_asks",
     "read_turns",
 ]
 
@@ -361,6 +363,17 @@ class AskLockStore(Protocol):
         ...
 
 
+def locks_asks(store: ThreadStore) -> TypeGuard[AskLockStore]:
+    """Whether `store` is an `AskLockStore`: asked on every ask, so answered once per class
+    (an `isinstance` of a runtime protocol checks each of its members on every call)."""
+    return _is_subclass(type(store), AskLockStore)
+
+
+@functools.cache
+def _is_subclass(kind: type, protocol: type) -> bool:
+    return issubclass(kind, protocol)
+
+
 async def claim_and_read_tail(
     store: ThreadStore,
     *,
@@ -372,7 +385,7 @@ async def claim_and_read_tail(
     limit: int,
 ) -> tuple[bool, Tail | None]:
     """`AskLockStore.claim_and_read_tail` on any store: in one trip where it can."""
-    if isinstance(store, AskLockStore):
+    if locks_asks(store):
         return await store.claim_and_read_tail(
             tenant_id=tenant_id,
             thread_id=thread_id,
@@ -404,7 +417,7 @@ async def append_and_release(
     user_id: str | None = None,
 ) -> list[Turn]:
     """`AskLockStore.append_and_release` on any store: in one trip where it can."""
-    if isinstance(store, AskLockStore):
+    if locks_asks(store):
         return await store.append_and_release(
             tenant_id=tenant_id,
             thread_id=thread_id,
