@@ -382,6 +382,22 @@ async def test_ask_with_the_whole_history_stores_only_what_is_new(
     assert [t.content for t in turns] == [*(m["content"] for m in later), second.answer]
 
 
+async def test_saying_the_first_message_again_never_rewinds_a_longer_thread(
+    gateway: Gateway, tenant: str
+) -> None:
+    """A client that sends only its new message may say again what it said first: on a
+    thread of one exchange that is a regenerate, on a longer one a new turn (R27)."""
+    await gateway.ask(tenant_id=tenant, thread_id="th", message="hi")
+    again = await gateway.ask(tenant_id=tenant, thread_id="th", message="hi")
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns] == ["hi", again.answer]  # the first answer, regenerated
+    await gateway.ask(tenant_id=tenant, thread_id="th", message="Where should I eat?")
+    last = await gateway.ask(tenant_id=tenant, thread_id="th", message="hi")
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.content for t in turns][::2] == ["hi", "Where should I eat?", "hi"]
+    assert turns[-1].content == last.answer
+
+
 @pytest.mark.parametrize(
     ("arguments", "field"),
     [
