@@ -160,6 +160,20 @@ async def run(url: str) -> dict[str, int]:
                     await gateway.when_idle()
 
                 results["Gateway.ask, a new thread"] = await measure("ask new", ask_new)
+
+                history: list[wm.Message] = []  # a client that resends it all, naming no thread
+
+                async def ask_resent() -> None:
+                    history.append({"role": "user", "content": f"Question {next(asked)}"})
+                    done = await gateway.ask(tenant_id=tenant, messages=history)
+                    history.append({"role": "assistant", "content": done.answer})
+                    await gateway.when_idle()
+
+                for _ in range(2):
+                    await ask_resent()
+                results["Gateway.ask, the whole history resent, no thread id"] = await measure(
+                    "ask resent", ask_resent
+                )
     return results
 
 
@@ -176,9 +190,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         table["PostgreSQL"] = asyncio.run(run(args.postgres))
     print(f"store: {wm.SQLiteStore.__module__} ({Path(wm.__file__).parent})")
     columns = list(table)
-    print(f"{'operation':<46}" + "".join(f"{c:>12}" for c in columns))
+    print(f"{'operation':<54}" + "".join(f"{c:>12}" for c in columns))
     for operation in table["SQLite"]:
-        print(f"{operation:<46}" + "".join(f"{table[c][operation]:>12}" for c in columns))
+        print(f"{operation:<54}" + "".join(f"{table[c][operation]:>12}" for c in columns))
 
 
 if __name__ == "__main__":

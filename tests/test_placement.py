@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import workingmem as wm
+from workingmem.conversations import extends
 from workingmem.messages import continuation, overlap
-from workingmem.placement import Placement, place
+from workingmem.placement import NewestRead, Placement, first_limit, place
 from workingmem.tokens import tokenizer_for
 
 TOKENIZER = tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
@@ -96,6 +97,34 @@ def test_placing_on_the_store_decides_what_the_rule_decides_on_the_whole_thread(
     thread = data.draw(threads())
     request = data.draw(requests(thread))
     assert asyncio.run(placed(thread, request)) == by_the_rule(thread, request)
+
+
+async def extended(thread: list[wm.Message], request: list[wm.Message]) -> tuple[bool, bool]:
+    """`extends` reading the thread's opening, and `extends` given a read of its newest turns
+    as the ask lock makes it (`first_limit` of them)."""
+    async with await wm.open_store("sqlite:///:memory:") as store:
+        await store.append(tenant_id="t", thread_id="th", messages=thread)
+        limit = first_limit(request)
+        tail = await store.read_tail(
+            tenant_id="t", thread_id="th", tokenizer=TOKENIZER, limit=limit
+        )
+        read = NewestRead(limit, tail)
+        return (
+            await extends(store, tenant_id="t", thread_id="th", request=request),
+            await extends(store, tenant_id="t", thread_id="th", request=request, read=read),
+        )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_found_conversation_is_checked_alike_with_the_locks_read(data: st.DataObject) -> None:
+    """Under its lock a found conversation is checked from the lock's own read when that
+    holds the whole thread: the same answer as reading the thread's opening."""
+    thread = data.draw(threads())
+    seen = [m for _, m in shown(thread)]
+    request = [*seen[: data.draw(st.integers(0, len(seen)))], *data.draw(st.lists(messages))]
+    read, given_read = asyncio.run(extended(thread, request or [{"role": "user", "content": "hi"}]))
+    assert given_read == read
 
 
 def test_one_message_saying_the_first_again_is_new_on_a_longer_thread() -> None:

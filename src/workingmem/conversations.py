@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .errors import NotFoundError
 from .messages import common_start, said
-from .placement import opening
+from .placement import NewestRead, opening, visible
 from .stores.base import TurnStore
 from .types import MessageIn
 
@@ -97,13 +97,26 @@ async def find_conversation(
 
 
 async def extends(
-    store: TurnStore, *, tenant_id: str, thread_id: str, request: Sequence[MessageIn]
+    store: TurnStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    request: Sequence[MessageIn],
+    read: NewestRead | None = None,
 ) -> bool:
-    """The request extends the thread (or repeats it, or the thread is not there yet)."""
-    try:
-        turns = await opening(store, tenant_id, thread_id, len(request) + 1)
-    except NotFoundError:
-        return True
+    """The request extends the thread (or repeats it, or the thread is not there yet).
+    `read`: the thread's newest turns, read already with its ask lock; when they are the
+    whole thread (as they are for a request that extends it), the thread is not read again."""
+    need = len(request) + 1
+    if read is not None and read.whole:
+        if read.tail is None:
+            return True
+        turns = visible((t.seq, t.message) for t in read.tail.turns)[:need]
+    else:
+        try:
+            turns = await opening(store, tenant_id, thread_id, need)
+        except NotFoundError:
+            return True
     return _common(turns, request) == len(turns)
 
 

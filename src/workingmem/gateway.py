@@ -519,7 +519,11 @@ class Gateway:
                     continue  # another request forked it first: find again
             async with self._thread_turn(tenant_id, found.thread_id, *newest) as lock:
                 if await extends(
-                    self.store, tenant_id=tenant_id, thread_id=found.thread_id, request=views
+                    self.store,
+                    tenant_id=tenant_id,
+                    thread_id=found.thread_id,
+                    request=views,
+                    read=lock.newest,
                 ):
                     yield found.thread_id, lock
                     return

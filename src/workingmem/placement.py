@@ -48,6 +48,11 @@ class NewestRead:
     limit: int
     tail: Tail | None
 
+    @property
+    def whole(self) -> bool:
+        """The read holds the whole thread (fewer turns than asked for, or none)."""
+        return self.tail is None or len(self.tail.turns) < self.limit
+
 
 def first_limit(request: Sequence[MessageIn]) -> int:
     """The turns `place` reads first for `request`: as many as it has, and for one message
@@ -154,14 +159,15 @@ async def opening(
     """The thread's first `need` client-visible turns (seq, message), or all there are (a
     placement reads `opening_turns`). `NotFoundError` for a missing thread."""
     after = 0
+    size = max(need, 16)
     found: list[tuple[int, MessageIn]] = []
     while len(visible(found)) < need:
         page = await store.list_turns(
-            tenant_id=tenant_id, thread_id=thread_id, after_seq=after, limit=max(need, 16)
+            tenant_id=tenant_id, thread_id=thread_id, after_seq=after, limit=size
         )
-        if not page:
-            break
         found.extend((t.seq or 0, t.to_message()) for t in page)
+        if len(page) < size:  # the thread ends here: no page after it
+            break
         after = found[-1][0]
     return visible(found)[:need]
 
