@@ -59,6 +59,14 @@ _SELECT_WITH_UNIT = (
 an append needs, in the statement that locks the row."""
 _TURN_COLUMNS = "seq, message, created_at, format, item"
 """A turn as `_turn` reads it back."""
+_LIST_TURNS = (
+    f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = "
+    "(SELECT id FROM threads WHERE tenant_id = ? AND thread_id = ?) AND seq > ? AND seq <= ? "
+    "ORDER BY seq LIMIT ?"
+)
+"""A page of a thread's turns in one statement, the thread found by its ids. Its seqs are
+bounded as well as counted (a thread's seqs run from 1 without a gap), so that no plan reads
+the whole thread when the statistics are stale."""
 INSERT_THREAD = (
     "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at, tokenizers) "
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING"
@@ -566,12 +574,11 @@ class SQLThreads:
         if after_seq < 0:
             raise ValidationError("after_seq", f"must not be negative, got {after_seq}")
         async with self._dialect.read() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
             rows = await session.rows(
-                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (pk, after_seq, limit),
+                _LIST_TURNS, (tenant_id, thread_id, after_seq, after_seq + limit, limit)
             )
+            if not rows:  # no turns there, or no thread: only then is its row read
+                await self._thread_row(session, tenant_id, thread_id)
         return [self._turn(r) for r in rows]
 
     async def read_tail(
