@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .errors import NotFoundError
 from .messages import common_start, said
-from .placement import NewestRead, opening, visible
+from .placement import NewestRead, opening
 from .stores.base import TurnStore
 from .types import MessageIn
 
@@ -105,18 +105,12 @@ async def extends(
     read: NewestRead | None = None,
 ) -> bool:
     """The request extends the thread (or repeats it, or the thread is not there yet).
-    `read`: the thread's newest turns, read already with its ask lock; when they are the
-    whole thread (as they are for a request that extends it), the thread is not read again."""
-    need = len(request) + 1
-    if read is not None and read.whole:
-        if read.tail is None:
-            return True
-        turns = visible((t.seq, t.message) for t in read.tail.turns)[:need]
-    else:
-        try:
-            turns = await opening(store, tenant_id, thread_id, need)
-        except NotFoundError:
-            return True
+    `read`: the thread's newest turns, read already with its ask lock (`opening`: the whole
+    thread, as they are for a request that extends it, is not read again)."""
+    try:
+        turns = await opening(store, tenant_id, thread_id, len(request) + 1, read)
+    except NotFoundError:
+        return True
     return _common(turns, request) == len(turns)
 
 

@@ -134,30 +134,40 @@ async def _newest_visible(
     are, starting at a unit's first turn; whether that is the whole thread; its turn count."""
     limit = first_limit(request)
     while True:
-        if read is not None and read.limit == limit:
-            if read.tail is None:
-                raise NotFoundError("thread", thread_id)
-            tail, read = read.tail, None
-        else:
-            tail = await store.read_tail(
-                tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
+        if read is None or read.limit != limit:
+            read = NewestRead(
+                limit,
+                await store.read_tail(
+                    tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
+                ),
             )
-        turns = tail.turns
-        whole = len(turns) < limit
-        if not whole and turns and turns[0].seq != turns[0].unit_seq:
+        if read.tail is None:
+            raise NotFoundError("thread", thread_id)
+        turns = read.tail.turns
+        if not read.whole and turns and turns[0].seq != turns[0].unit_seq:
             limit += turns[0].seq - turns[0].unit_seq  # begin at the unit's first turn
             continue
         shown = visible((t.seq, t.message) for t in turns)
-        if whole or len(shown) >= len(request):
-            return shown, whole, tail.thread.turn_count
+        if read.whole or len(shown) >= len(request):
+            return shown, read.whole, read.tail.thread.turn_count
         limit *= 2
 
 
 async def opening(
-    store: TurnStore, tenant_id: str, thread_id: str, need: int
+    store: TurnStore,
+    tenant_id: str,
+    thread_id: str,
+    need: int,
+    read: NewestRead | None = None,
 ) -> list[tuple[int, MessageIn]]:
     """The thread's first `need` client-visible turns (seq, message), or all there are (a
-    placement reads `opening_turns`). `NotFoundError` for a missing thread."""
+    placement reads `opening_turns`). `NotFoundError` for a missing thread. `read`: the
+    thread's newest turns read already (with its ask lock); when they are the whole thread,
+    they are its opening, and the store is not asked again."""
+    if read is not None and read.whole:
+        if read.tail is None:
+            raise NotFoundError("thread", thread_id)
+        return visible((t.seq, t.message) for t in read.tail.turns)[:need]
     after = 0
     size = max(need, 16)
     found: list[tuple[int, MessageIn]] = []

@@ -171,6 +171,29 @@ async def test_turns_are_paged_by_seq(store: wm.ThreadStore, tenant: str) -> Non
     assert [t.seq for t in page] == [3, 4]
 
 
+async def test_paging_walks_every_turn_once_after_pops_and_rewinds(
+    store: wm.Store, tenant: str
+) -> None:
+    """A page is bounded by seq: every operation keeps a thread's seqs running from 1
+    without a gap, so pages walk every turn once, and a page past the end is empty."""
+    th = "th"
+    await store.append(tenant_id=tenant, thread_id=th, messages=[user(str(i)) for i in range(7)])
+    rewound = [user("r1"), user("r2"), user("r3")]
+    await store.append(tenant_id=tenant, thread_id=th, messages=rewound, after_seq=4)
+    await store.pop_turns(tenant_id=tenant, thread_id=th)
+    await store.append(tenant_id=tenant, thread_id=th, messages=[user("last")])
+    paged: list[wm.Turn] = []
+    after = 0
+    while page := await store.list_turns(tenant_id=tenant, thread_id=th, after_seq=after, limit=2):
+        paged.extend(page)
+        after = page[-1].seq or 0
+    assert [t.content for t in paged] == ["0", "1", "2", "3", "r1", "r2", "last"]
+    assert [t.seq for t in paged] == list(range(1, 8))
+    assert await store.list_turns(tenant_id=tenant, thread_id=th, after_seq=7) == []
+    with pytest.raises(wm.NotFoundError):
+        await store.list_turns(tenant_id=tenant, thread_id="missing")
+
+
 async def test_read_tail_counts_once_and_remembers(store: wm.ThreadStore, tenant: str) -> None:
     """A turn is counted with a tokenizer once; later reads and appends use stored counts."""
     tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
