@@ -57,36 +57,42 @@ async def message_events(
         "usage": {"input_tokens": 0, "output_tokens": 0},
     }
     async with aclosing(stream):
-        yield named_event({"type": "message_start", "message": started})
-        yield named_event({"type": "ping"})
         blocks = _Blocks()
+        opening = [
+            named_event({"type": "message_start", "message": started}),
+            named_event({"type": "ping"}),
+        ]
         try:
             if first is not None:
-                for event in blocks.add(first):
-                    yield event
+                opening += blocks.add(first)
+            yield b"".join(opening)
+            opening = []
+            if first is not None:
                 async for piece in stream.events():
-                    for event in blocks.add(piece):
-                        yield event
+                    if events := blocks.add(piece):
+                        yield b"".join(events)
             result = stream.result
             assert result is not None, "a stream that ended has its result"
             message = await finish(result)
         except Exception as exc:
-            yield named_event(anthropic_error_body(stream_failure(exc)))
+            yield b"".join([*opening, named_event(anthropic_error_body(stream_failure(exc)))])
             return
         metrics.observe_answer(result.usage)
-        for event in blocks.rest(message["content"]):
-            yield event
-        yield named_event(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": {
-                    "input_tokens": message["usage"]["input_tokens"],
-                    "output_tokens": message["usage"]["output_tokens"],
-                },
-            }
+        closing = blocks.rest(message["content"])  # ready at once: one piece of the body
+        closing.append(
+            named_event(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                    "usage": {
+                        "input_tokens": message["usage"]["input_tokens"],
+                        "output_tokens": message["usage"]["output_tokens"],
+                    },
+                }
+            )
         )
-        yield named_event({"type": "message_stop"})
+        closing.append(named_event({"type": "message_stop"}))
+        yield b"".join(closing)
 
 
 class _Blocks:

@@ -70,14 +70,20 @@ async def response_events(
         ]
 
     async with aclosing(stream):
-        yield lifecycle("response.created", "in_progress")
-        yield lifecycle("response.in_progress", "in_progress")
+        opening = [
+            lifecycle("response.created", "in_progress"),
+            lifecycle("response.in_progress", "in_progress"),
+        ]
         try:
             if first is not None:
-                for chunk in open_message():
-                    yield chunk
+                opening += open_message()
                 pieces.append(first)
-                yield event("response.output_text.delta", **where, delta=first, logprobs=[])
+                opening.append(
+                    event("response.output_text.delta", **where, delta=first, logprobs=[])
+                )
+            yield b"".join(opening)
+            opening = []
+            if first is not None:
                 async for text in stream:
                     pieces.append(text)
                     yield event("response.output_text.delta", **where, delta=text, logprobs=[])
@@ -86,7 +92,7 @@ async def response_events(
             body = await finish(result)
         except Exception as exc:
             failure = {"code": "server_error", "message": stream_failure(exc).message}
-            yield lifecycle("response.failed", "failed", error=failure)
+            yield b"".join([*opening, lifecycle("response.failed", "failed", error=failure)])
             return
         metrics.observe_answer(result.usage if result is not None else Usage())
         output: list[dict[str, Any]] = body["output"]
@@ -96,31 +102,38 @@ async def response_events(
         order = ([streamed] if opened and streamed else []) + [
             item for item in output if not (opened and item is streamed)
         ]
+        closing: list[bytes] = []  # ready at once: one piece of the body
         for index, item in enumerate(order):
             if item is streamed:
                 if not opened:
                     where["output_index"] = index
-                    for chunk in open_message():
-                        yield chunk
+                    closing += open_message()
                 part: dict[str, Any] = item["content"][0] if item.get("content") else empty_part
                 whole = part.get("text", "".join(pieces))
-                yield event("response.output_text.done", **where, text=whole, logprobs=[])
-                yield event("response.content_part.done", **where, part=part)
-                yield event("response.output_item.done", output_index=index, item=item)
+                closing += [
+                    event("response.output_text.done", **where, text=whole, logprobs=[]),
+                    event("response.content_part.done", **where, part=part),
+                    event("response.output_item.done", output_index=index, item=item),
+                ]
             elif item.get("type") == "function_call":
                 at = {"item_id": item.get("id", ""), "output_index": index}
                 started = {**item, "arguments": "", "status": "in_progress"}
-                yield event("response.output_item.added", output_index=index, item=started)
-                yield event("response.function_call_arguments.delta", **at, delta=item["arguments"])
-                yield event(
-                    "response.function_call_arguments.done",
-                    **at,
-                    name=item.get("name"),
-                    arguments=item["arguments"],
-                )
-                yield event("response.output_item.done", output_index=index, item=item)
+                closing += [
+                    event("response.output_item.added", output_index=index, item=started),
+                    event("response.function_call_arguments.delta", **at, delta=item["arguments"]),
+                    event(
+                        "response.function_call_arguments.done",
+                        **at,
+                        name=item.get("name"),
+                        arguments=item["arguments"],
+                    ),
+                    event("response.output_item.done", output_index=index, item=item),
+                ]
             else:  # reasoning, another message: whole
-                yield event("response.output_item.added", output_index=index, item=item)
-                yield event("response.output_item.done", output_index=index, item=item)
+                closing += [
+                    event("response.output_item.added", output_index=index, item=item),
+                    event("response.output_item.done", output_index=index, item=item),
+                ]
         done = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
-        yield event(done, response=body)
+        closing.append(event(done, response=body))
+        yield b"".join(closing)

@@ -7,7 +7,9 @@ The events: a chunk with the assistant role, a chunk per piece of text, the call
 client's tools (each whole, in one chunk), a chunk with the finish reason, the usage chunk
 (``choices: []``) when ``stream_options.include_usage``, then ``data: [DONE]``. A failure
 once the answer has begun is sent as one ``data: {"error": ...}`` event in OpenAI's error
-shape, and the stream ends.
+shape, and the stream ends. Events ready at the same moment (the role with the first piece; the
+finish, the usage and ``[DONE]``) go out as one piece of the body, as the Responses and
+Messages streams do theirs: a piece costs the server a trip through the ASGI stack and a write.
 """
 
 from __future__ import annotations
@@ -89,6 +91,12 @@ def _event(payload: dict[str, Any]) -> bytes:
     return f"data: {text}\n\n".encode()
 
 
+def _events(payloads: list[dict[str, Any]]) -> bytes:
+    """Events ready at the same moment, as one piece of the body: one write to the client,
+    where a write each costs the server a trip through the ASGI stack and a system call."""
+    return b"".join(map(_event, payloads))
+
+
 async def answer_events(
     stream: AnswerStream, first: str | None, info: StreamInfo, metrics: Metrics
 ) -> AsyncIterator[bytes]:
@@ -109,29 +117,32 @@ async def answer_events(
         return body
 
     async with aclosing(stream):
-        yield _event(chunk({"role": "assistant", "content": ""}))
+        opening = [chunk({"role": "assistant", "content": ""})]
         if first is not None:
-            yield _event(chunk({"content": first}))
+            opening.append(chunk({"content": first}))
+        yield _events(opening)
+        if first is not None:
             try:
                 async for text in stream:
                     yield _event(chunk({"content": text}))
             except Exception as exc:
                 yield _error_event(stream_failure(exc))
                 return
+        closing: list[dict[str, Any]] = []
         calls = stream.result.tool_calls if stream.result is not None else ()
         if calls:  # whole, once the upstream's deltas are in: a client reads them by index
-            yield _event(
+            closing.append(
                 chunk({"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]})
             )
         usage = stream.result.usage if stream.result is not None else Usage()
         metrics.observe_answer(usage)
-        yield _event(chunk({}, stream.result.finish_reason if stream.result else "stop"))
+        closing.append(chunk({}, stream.result.finish_reason if stream.result else "stop"))
         if info.include_usage:
             last = chunk({})
             last["choices"] = []
             last["usage"] = CompletionUsage.of(usage).model_dump()
-            yield _event(last)
-        yield b"data: [DONE]\n\n"
+            closing.append(last)
+        yield _events(closing) + b"data: [DONE]\n\n"
 
 
 def _error_event(error: ApiError) -> bytes:
