@@ -147,9 +147,12 @@ class ContextAssembler:
             profile=profile,
             budget_tokens=budget,
         )
-        slot = render_memory_slot(instructions, loaded.notes)
-        system = _system_message(_render_system(template, slot))
-        full_system_tokens = tokenizer.count_message(system)
+        if loaded.notes:
+            slot = render_memory_slot(instructions, loaded.notes)
+            system = _system_message(_render_system(template, slot))
+            full_system_tokens = tokenizer.count_message(system)
+        else:  # the system message the budget was taken from, counted already
+            system, full_system_tokens = _system_message(bare), system_tokens
         history_limit = model.context_window - full_system_tokens - tools_tokens - reserve
         history, history_tokens, dropped = _fit(
             loaded.messages, loaded.message_tokens, tokenizer, history_limit
