@@ -177,6 +177,31 @@ async def test_a_turn_whose_text_the_database_cannot_index_is_stored_all_the_sam
     assert [turn.content for turn in turns] == [nul, odd]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("Rex chased the zeppelin", id="plain"),
+        pytest.param("Rex chased the zeppelin \x1b[1m loudly", id="escaped-control"),
+        pytest.param("Rex chased C:\\users\\zeppelin", id="backslash-u"),
+        pytest.param("Rex chased the zeppelin, 1e123456 times", id="long-exponent-word"),
+        pytest.param("Rex chased the zeppelin " + "[" * 1_200, id="brackets"),
+        pytest.param("Rex chased the zeppelin " + "lorem ipsum " * 1_500, id="long"),
+    ],
+)
+async def test_every_text_is_found_by_its_words_however_its_json_reads(
+    store: wm.Store, tenant: str, text: str
+) -> None:
+    """PostgreSQL reads a turn's words from its JSON directly, or, when the JSON holds what its
+    jsonb may refuse (an escape, a long exponent, deep nesting, a long text), with the failure
+    caught: the words are the same either way."""
+    messages: list[Any] = [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": [{"type": "text", "text": f"Noted: {text}"}]},
+    ]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages)
+    assert sorted(seqs(await search(store, tenant, "zeppelin chase"))) == [[1], [2]]
+
+
 async def test_the_first_turn_of_each_day_of_a_stretch(store: wm.Store, tenant: str) -> None:
     from datetime import UTC, datetime, timedelta
 
