@@ -343,18 +343,24 @@ async def test_a_tail_read_brings_the_memory_state_with_it(
     store: wm.ThreadStore, tenant: str
 ) -> None:
     """The window and the notes come from one read: the state a tail read brings is the
-    stored one (none yet: the empty state), on every page."""
+    stored one (none yet: the empty state), on every page, and its thread the stored one to
+    the microsecond, whatever their texts hold."""
     tok = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=1000))
-    await store.append(tenant_id=tenant, thread_id="th", messages=[user("x"), assistant("y")])
+    odd = 'Ana "Grüße" 👋 \\'
+    await store.append(
+        tenant_id=tenant, thread_id="th", messages=[user("x"), assistant("y")], user_id=odd
+    )
     tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tok, limit=10)
     assert tail.state == wm.WorkingMemoryState()
+    assert tail.thread == await store.get_thread(tenant_id=tenant, thread_id="th")
+    assert tail.thread.user_id == odd
     written = await store.write_memory_state(
         tenant_id=tenant,
         thread_id="th",
         write=wm.StateWrite(
             expected_version=0,
-            summary="they talked",
-            facts=[wm.Fact("likes tea", 1, 2)],
+            summary=f"they talked:\n{odd}\u2028",
+            facts=[wm.Fact(f"likes tea {odd}", 1, 2)],
             turn_count=2,
             reason="update",
         ),
@@ -365,6 +371,7 @@ async def test_a_tail_read_brings_the_memory_state_with_it(
         )
         assert tail.state == written
         assert tail.state == await store.get_memory_state(tenant_id=tenant, thread_id="th")
+        assert tail.thread == await store.get_thread(tenant_id=tenant, thread_id="th")
 
 
 async def test_memory_state_is_compare_and_set_with_history(

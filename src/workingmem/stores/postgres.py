@@ -10,6 +10,7 @@ state's version. Reads of one statement run outside a transaction block: one rou
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -94,11 +95,13 @@ span AS (SELECT CASE WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 
                      ELSE coalesce(stop.passed, stop.uncounted, stop.scanned, top.seq + 1) END
                 AS first
          FROM top, stop)
-SELECT th.*, NULL::integer AS seq, NULL::integer, NULL::text, NULL::integer FROM th
+SELECT NULL::integer AS seq, NULL::integer,
+       json_build_array({THREAD_COLUMNS_OF_TH}, th.state_version, th.state_summary,
+                        th.state_facts, th.state_turns, th.state_updated_at)::text,
+       NULL::integer
+FROM th
 UNION ALL
-SELECT NULL::bigint, NULL, NULL, NULL, NULL::integer, NULL::integer, NULL, NULL::timestamptz,
-       NULL::timestamptz, NULL::integer, NULL, NULL, NULL::integer, NULL::timestamptz,
-       t.seq, t.unit_seq, t.message,
+SELECT t.seq, t.unit_seq, t.message,
        CASE WHEN (SELECT own FROM top) THEN t.tokens
          ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
                AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END
@@ -108,8 +111,10 @@ FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens FROM turns AS u
       ORDER BY u.seq DESC LIMIT %(limit)s) AS t
 ORDER BY seq DESC NULLS FIRST
 """
-"""The thread row with its memory state, then its newest turns, in one statement (the
-thread's columns once, not on every turn's row). With a token goal the newest counts (the
+"""The thread row with its memory state, then its newest turns, in one statement: the thread's
+columns once, as a JSON array in the message column of the first row, so that a turn's row
+holds its four columns and no empty ones (14 more a row cost the server and the driver half
+as much again as the turns' own). With a token goal the newest counts (the
 turns' own, or another tokenizer's) are summed newest first over a bounded scan (bounded by
 seq, not only by LIMIT, so that no plan reads the whole thread when the statistics are stale):
 the turns are read from the head of the unit of the first turn that passes the goal (a window
@@ -237,10 +242,20 @@ def _tail_params(read: TailRead) -> dict[str, object]:
 
 
 def _tail(rows: list[Row]) -> tuple[Row, list[Row]] | None:
-    """`_TAIL`'s rows as `Dialect.read_tail` returns them."""
+    """`_TAIL`'s rows as `Dialect.read_tail` returns them: the thread's row from its JSON
+    array (its timestamps in ISO 8601, as PostgreSQL writes them in JSON), then the turns'."""
     if not rows:
         return None
-    return rows[0][:14], [row[14:] for row in rows[1:]]
+    thread: list[Any] = json.loads(rows[0][2])
+    for index in _TAIL_MOMENTS:
+        if thread[index] is not None:
+            thread[index] = datetime.fromisoformat(thread[index])
+    return tuple(thread), rows[1:]
+
+
+_TAIL_MOMENTS = (7, 8, 13)
+"""The timestamps among the thread's columns in `_TAIL`: its creation, its last change and
+its memory state's."""
 
 
 def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
