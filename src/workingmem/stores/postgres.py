@@ -113,9 +113,9 @@ ORDER BY seq DESC NULLS FIRST
 """
 """The thread row with its memory state, then its newest turns, in one statement: the thread's
 columns once, as a JSON array in the message column of the first row, so that a turn's row
-holds its four columns and no empty ones (14 more a row cost the server and the driver half
-as much again as the turns' own). With a token goal the newest counts (the
-turns' own, or another tokenizer's) are summed newest first over a bounded scan (bounded by
+holds its four columns and no empty ones (14 empty ones a row cost the server and the driver
+about a third more than the turns' own). With a token goal the newest counts (the turns' own,
+or another tokenizer's) are summed newest first over a bounded scan (bounded by
 seq, not only by LIMIT, so that no plan reads the whole thread when the statistics are stale):
 the turns are read from the head of the unit of the first turn that passes the goal (a window
 takes units whole); a turn not counted yet leaves the goal undecided, and `UNCOUNTED_PAGE`
