@@ -91,12 +91,6 @@ def _event(payload: dict[str, Any]) -> bytes:
     return f"data: {text}\n\n".encode()
 
 
-def _events(payloads: list[dict[str, Any]]) -> bytes:
-    """Events ready at the same moment, as one piece of the body: one write to the client,
-    where a write each costs the server a trip through the ASGI stack and a system call."""
-    return b"".join(map(_event, payloads))
-
-
 async def answer_events(
     stream: AnswerStream, first: str | None, info: StreamInfo, metrics: Metrics
 ) -> AsyncIterator[bytes]:
@@ -117,10 +111,10 @@ async def answer_events(
         return body
 
     async with aclosing(stream):
-        opening = [chunk({"role": "assistant", "content": ""})]
+        opening = [_event(chunk({"role": "assistant", "content": ""}))]
         if first is not None:
-            opening.append(chunk({"content": first}))
-        yield _events(opening)
+            opening.append(_event(chunk({"content": first})))
+        yield b"".join(opening)
         if first is not None:
             try:
                 async for text in stream:
@@ -128,21 +122,21 @@ async def answer_events(
             except Exception as exc:
                 yield _error_event(stream_failure(exc))
                 return
-        closing: list[dict[str, Any]] = []
+        closing: list[bytes] = []  # ready at once: one piece of the body
         calls = stream.result.tool_calls if stream.result is not None else ()
         if calls:  # whole, once the upstream's deltas are in: a client reads them by index
-            closing.append(
-                chunk({"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]})
-            )
+            tool_calls = [{"index": i, **call} for i, call in enumerate(calls)]
+            closing.append(_event(chunk({"tool_calls": tool_calls})))
         usage = stream.result.usage if stream.result is not None else Usage()
         metrics.observe_answer(usage)
-        closing.append(chunk({}, stream.result.finish_reason if stream.result else "stop"))
+        closing.append(_event(chunk({}, stream.result.finish_reason if stream.result else "stop")))
         if info.include_usage:
             last = chunk({})
             last["choices"] = []
             last["usage"] = CompletionUsage.of(usage).model_dump()
-            closing.append(last)
-        yield _events(closing) + b"data: [DONE]\n\n"
+            closing.append(_event(last))
+        closing.append(b"data: [DONE]\n\n")
+        yield b"".join(closing)
 
 
 def _error_event(error: ApiError) -> bytes:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
-from ._sql_threads import THREAD_COLUMNS_OF_TH
+from ._sql_threads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
 from .migrations import load_migrations
 from .sql import SQLStore
 
@@ -63,10 +63,19 @@ LIMIT ?
 """A thread's turns by BM25 (k1 1.2, b 0.75) over the tsvector's lexemes (migration 0010):
 the index finds each word's turns in the thread; a word's rarity is counted among the
 thread's turns searched, a turn's length in lexemes against the matched turns' mean."""
+_STATE_COLUMNS = [column.removeprefix("s.") for column in STATE_COLUMNS_OF_S.split(", ")]
+_TAIL_COLUMNS = [
+    *(column.removeprefix("th.") for column in THREAD_COLUMNS_OF_TH.split(", ")),
+    *(f"state_{column}" for column in _STATE_COLUMNS),
+]
+"""The thread's columns as `_TAIL` reads them (`th`: the thread row and its memory state), in
+the order of the row `Dialect.read_tail` returns."""
+_STATE_AS_TH = ", ".join(f"s.{column} AS state_{column}" for column in _STATE_COLUMNS)
+_TAIL_THREAD = ", ".join(f"th.{column}" for column in _TAIL_COLUMNS)
+_TAIL_MOMENTS = tuple(i for i, column in enumerate(_TAIL_COLUMNS) if column.endswith("_at"))
+"""The timestamps among them, which travel in JSON as ISO 8601 text."""
 _TAIL = f"""
-WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, s.version AS state_version, s.summary AS state_summary,
-                   s.facts AS state_facts, s.turn_count AS state_turns,
-                   s.updated_at AS state_updated_at
+WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, {_STATE_AS_TH}
             FROM threads AS th LEFT JOIN memory_states AS s ON s.thread_pk = th.id
             WHERE th.tenant_id = %(tenant_id)s AND th.thread_id = %(thread_id)s),
 top AS (SELECT id AS pk, least(turn_count, coalesce(%(before_seq)s::bigint - 1, turn_count)) AS seq,
@@ -95,10 +104,7 @@ span AS (SELECT CASE WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 
                      ELSE coalesce(stop.passed, stop.uncounted, stop.scanned, top.seq + 1) END
                 AS first
          FROM top, stop)
-SELECT NULL::integer AS seq, NULL::integer,
-       json_build_array({THREAD_COLUMNS_OF_TH}, th.state_version, th.state_summary,
-                        th.state_facts, th.state_turns, th.state_updated_at)::text,
-       NULL::integer
+SELECT NULL::integer AS seq, NULL::integer, json_build_array({_TAIL_THREAD})::text, NULL::integer
 FROM th
 UNION ALL
 SELECT t.seq, t.unit_seq, t.message,
@@ -251,11 +257,6 @@ def _tail(rows: list[Row]) -> tuple[Row, list[Row]] | None:
         if thread[index] is not None:
             thread[index] = datetime.fromisoformat(thread[index])
     return tuple(thread), rows[1:]
-
-
-_TAIL_MOMENTS = (7, 8, 13)
-"""The timestamps among the thread's columns in `_TAIL`: its creation, its last change and
-its memory state's."""
 
 
 def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
