@@ -4,13 +4,16 @@ with every way turns are written or removed; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import workingmem as wm
+from tests.conftest import BACKENDS, open_backend, postgres_url
 
 CHAT: list[Any] = [
     {"role": "user", "content": "We adopted a puppy named Rex last spring."},
@@ -124,38 +127,92 @@ async def test_the_index_follows_every_write(store: wm.Store, tenant: str) -> No
     assert seqs(await store.search_turns(tenant_id=tenant, thread_id="fork", query="Rex")) != []
 
 
-def _unindexed(path: Path) -> int:
-    with sqlite3.connect(path) as db:
-        return int(db.execute("SELECT count(*) FROM unindexed_turns").fetchone()[0])
+async def _unindexed(backend: str, tmp_path: Path, tenant: str) -> int:
+    """How many of the tenant's turns wait for their words to enter the index."""
+    if backend == "sqlite":
+        with sqlite3.connect(tmp_path / "memory.db") as db:
+            return int(db.execute("SELECT count(*) FROM unindexed_turns").fetchone()[0])
+    async with await psycopg.AsyncConnection.connect(postgres_url()) as db:
+        cursor = await db.execute(
+            "SELECT count(*) FROM turns AS t JOIN threads AS th ON th.id = t.thread_pk "
+            "WHERE th.tenant_id = %s AND t.search IS NULL",
+            (tenant,),
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0])
 
 
-async def test_sqlite_indexes_a_turn_once_a_search_reaches_it(tmp_path: Path) -> None:
-    """SQLite puts a turn's words in its index when a search first reaches the turn, not in
-    the append (an FTS5 write costs more than the rest of an append): a search sees every turn
-    of its range as stored now, whatever was appended, removed or edited since the last one,
-    and turns it does not reach wait."""
-    path = tmp_path / "memory.db"
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_turn_is_indexed_once_a_search_reaches_it(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """A turn's words enter the index when a search first reaches the turn, not in the append
+    (an FTS5 segment, a tsvector and its GIN entries cost more than the rest of an append): a
+    search sees every turn of its range as stored now, whatever was appended, removed or
+    edited since the last one, and turns it does not reach wait."""
     marathon = {"role": "user", "content": "No race: a marathon."}
-    async with await wm.open_store(str(path)) as store:
-        await store.append(tenant_id="t", thread_id="th", messages=CHAT[:4])
-        assert _unindexed(path) == 4
-        assert seqs(await search(store, "t", "puppy", before_seq=2)) == [[1]]
-        assert _unindexed(path) == 0
-        await store.append(tenant_id="t", thread_id="th", messages=CHAT[4:])
-        assert await search(store, "t", "race", before_seq=5) == []
-        assert _unindexed(path) == 2  # after the range: left for a later search
-        await store.pop_turns(tenant_id="t", thread_id="th")  # turn 6, never indexed
-        await store.append(tenant_id="t", thread_id="th", messages=[CHAT[5]])  # 6 again
+
+    async def unindexed() -> int:
+        return await _unindexed(backend, tmp_path, tenant)
+
+    async with await open_backend(backend, tmp_path) as store:
+        await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[:4])
+        assert await unindexed() == 4
+        assert seqs(await search(store, tenant, "puppy", before_seq=2)) == [[1]]
+        assert await unindexed() == (0 if backend == "sqlite" else 3)  # PG: its range alone
+        await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[4:])
+        assert await search(store, tenant, "race", before_seq=5) == []
+        assert await unindexed() == 2  # after the range: left for a later search
+        await store.pop_turns(tenant_id=tenant, thread_id="th")  # turn 6, never indexed
+        await store.append(tenant_id=tenant, thread_id="th", messages=[CHAT[5]])  # 6 again
         # an edit after turn 2: indexed turns 3 and 4 go, and 5 and 6, which were not
-        await store.append(tenant_id="t", thread_id="th", messages=[marathon], after_seq=2)
-        assert await search(store, "t", "portrait sister terrier") == []
-        assert seqs(await search(store, "t", "race marathon")) == [[3]]
-        assert _unindexed(path) == 0
-        await store.append(tenant_id="t", thread_id="th", messages=CHAT[1:2])
-        await store.delete_thread(tenant_id="t", thread_id="th")  # indexed and not
-        assert _unindexed(path) == 0  # no row of a deleted turn stays behind
-        await store.append(tenant_id="t", thread_id="th", messages=CHAT[4:5])
-        assert seqs(await search(store, "t", "puppy marathon race Rex")) == [[1]]
+        await store.append(tenant_id=tenant, thread_id="th", messages=[marathon], after_seq=2)
+        assert await search(store, tenant, "portrait sister terrier") == []
+        assert seqs(await search(store, tenant, "race marathon")) == [[3]]
+        assert await unindexed() == 0
+        await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[1:2])
+        await store.delete_thread(tenant_id=tenant, thread_id="th")  # indexed and not
+        assert await unindexed() == 0  # no row of a deleted turn stays behind
+        await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[4:5])
+        assert seqs(await search(store, tenant, "puppy marathon race Rex")) == [[1]]
+
+
+async def test_a_search_that_waits_for_another_ones_index_sees_its_turns(tenant: str) -> None:
+    """PostgreSQL: a search whose turns another search is indexing waits for it, then finds
+    them (its statement reads after its index update, in a new snapshot), not a range that
+    neither of the two gave a vector."""
+    url = postgres_url()
+    async with await wm.open_store(url) as store:
+        await store.append(tenant_id=tenant, thread_id="th", messages=CHAT[:4])
+        async with (
+            await psycopg.AsyncConnection.connect(url) as other,
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as watch,
+        ):
+            # another search's index of the same turns, not committed yet: it holds their rows
+            await other.execute(
+                "UPDATE turns SET search = to_tsvector('english'::regconfig, "
+                "workingmem_turn_words(message)) FROM threads AS th "
+                "WHERE th.id = turns.thread_pk AND th.tenant_id = %s AND turns.search IS NULL",
+                (tenant,),
+            )
+            searching = asyncio.create_task(search(store, tenant, "portrait"))
+            for _ in range(1_000):  # until the database says the search waits for `other`
+                if await _waits_for(watch, other.info.backend_pid):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                pytest.fail("the search never waited for the other index's rows")
+            await other.commit()
+            assert sorted(seqs(await searching)) == [[3], [4]]
+
+
+async def _waits_for(watch: psycopg.AsyncConnection[Any], pid: int) -> bool:
+    """Whether some backend waits for a lock that `pid` holds."""
+    cursor = await watch.execute(
+        "SELECT 1 FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
+    )
+    return await cursor.fetchone() is not None
 
 
 async def test_a_turn_whose_text_the_database_cannot_index_is_stored_all_the_same(

@@ -196,10 +196,16 @@ class Dialect(ABC):
         thread's turns best matching `search`, one column, the best first, through the
         database's full-text index (migration 0010)."""
 
+    async def search_hits(self, session: Session, search: TurnSearch) -> list[int]:
+        """The seqs `search` finds in `session`, the best first (`search`'s statement). A
+        dialect that indexes a turn's words in the search itself runs that first."""
+        return [hit[0] for hit in await session.rows(*self.search(search))]
+
     def unindexed(self, thread_pk: int, before_seq: int) -> tuple[str, Sequence[object]] | None:
         """A statement that gives a row when the thread has turns before `before_seq` that its
-        full-text index does not hold yet; None where the index takes every turn as it is
-        written."""
+        full-text index does not hold yet, for `index_turns` to index before the search; None
+        where no turn waits for that (every turn indexed as it is written, or by
+        `search_hits`)."""
         return None
 
     async def index_turns(self, thread_pk: int) -> None:

@@ -676,7 +676,7 @@ class SQLThreads:
 
     async def _search(self, session: Session, search: TurnSearch) -> list[list[Turn]]:
         """`search_turns` on an indexed range: the hits' units, the best first."""
-        hits = [hit[0] for hit in await session.rows(*self._dialect.search(search))]
+        hits = await self._dialect.search_hits(session, search)
         if not hits:
             return []
         marks = ", ".join("?" * len(hits))

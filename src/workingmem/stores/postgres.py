@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
-from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
+from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
 from ._sql_threads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
 from .migrations import load_migrations
 from .sql import SQLStore
@@ -63,6 +63,11 @@ LIMIT ?
 """A thread's turns by BM25 (k1 1.2, b 0.75) over the tsvector's lexemes (migration 0010):
 the index finds each word's turns in the thread; a word's rarity is counted among the
 thread's turns searched, a turn's length in lexemes against the matched turns' mean."""
+_INDEX = (
+    "UPDATE turns SET search = to_tsvector('english'::regconfig, workingmem_turn_words(message)) "
+    "WHERE thread_pk = ? AND seq < ? AND search IS NULL"
+)
+"""The vectors of the turns a search reaches that have none yet (migration 0012)."""
 _STATE_COLUMNS = [column.removeprefix("s.") for column in STATE_COLUMNS_OF_S.split(", ")]
 _TAIL_COLUMNS = [
     *(column.removeprefix("th.") for column in THREAD_COLUMNS_OF_TH.split(", ")),
@@ -416,6 +421,17 @@ class PostgresDialect(Dialect):
             if claimed.rowcount != 1:
                 return False, None
             return True, _tail(await tail.fetchall())
+
+    async def search_hits(self, session: Session, search: TurnSearch) -> list[int]:
+        # The turns in the search's range that have no vector yet get theirs first, in the
+        # same trip and implicit transaction. The search's statement takes its snapshot after
+        # that (READ COMMITTED), so it sees them, and those of a concurrent search that this
+        # one's update waited for.
+        assert isinstance(session, _Session), "a session of this dialect"
+        _, found = await session.together(
+            (_INDEX, (search.thread_pk, search.before_seq)), self.search(search)
+        )
+        return [hit[0] for hit in await found.fetchall()]
 
     def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:
         return _SEARCH, (
