@@ -5,6 +5,8 @@ with every way turns are written or removed; on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,8 @@ import pytest
 
 import workingmem as wm
 from tests.conftest import BACKENDS, open_backend, postgres_url
+from tests.locomo import locomo_exchanges
+from workingmem.stores._search import terms as _search_terms
 
 CHAT: list[Any] = [
     {"role": "user", "content": "We adopted a puppy named Rex last spring."},
@@ -213,6 +217,73 @@ async def _waits_for(watch: psycopg.AsyncConnection[Any], pid: int) -> bool:
         "SELECT 1 FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
     )
     return await cursor.fetchone() is not None
+
+
+_LEXEME = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
+
+
+def _lexemes(vector: str) -> dict[str, int]:
+    """A tsvector's text as {lexeme: occurrences} (its positions, or 1 without any)."""
+    return {
+        match[1].replace("''", "'"): len(match[2].split(",")) if match[2] else 1
+        for match in _LEXEME.finditer(vector)
+    }
+
+
+def _bm25(turns: dict[int, dict[str, int]], terms: set[str], before_seq: int) -> dict[int, float]:
+    """BM25 (k1 1.2, b 0.75) as the store documents it: a word's rarity among the thread's
+    turns before `before_seq`, a turn's length in lexemes against the matched turns' mean."""
+    pairs = [(seq, t) for seq, lex in turns.items() if seq < before_seq for t in terms & set(lex)]
+    if not pairs:
+        return {}
+    df = {t: sum(1 for _, u in pairs if u == t) for t in terms}
+    mean = max(sum(len(turns[seq]) for seq, _ in pairs) / len(pairs), 1.0)
+    scores: dict[int, float] = {}
+    for seq, t in pairs:
+        tf, words = turns[seq][t], len(turns[seq])
+        idf = math.log(1.0 + (before_seq - 1 - df[t] + 0.5) / (df[t] + 0.5))
+        scores[seq] = scores.get(seq, 0.0) + idf * tf * 2.2 / (
+            tf + 1.2 * (0.25 + 0.75 * words / mean)
+        )
+    return scores
+
+
+async def test_postgres_ranks_a_real_conversation_by_bm25(tenant: str) -> None:
+    """PostgreSQL's ranking is BM25 over the turns' stored vectors, computed here again from
+    them for questions of a real conversation: the same turns found, best first."""
+    url = postgres_url()
+    exchanges = locomo_exchanges(80)
+    messages: list[Any] = [
+        {"role": role, "content": text}
+        for exchange in exchanges
+        for role, text in (("user", exchange.question), ("assistant", exchange.answer))
+    ]
+    async with await wm.open_store(url) as store:
+        await store.append(tenant_id=tenant, thread_id="th", messages=messages)
+        await search(store, tenant, "index everything")  # every turn gets its vector
+        async with await psycopg.AsyncConnection.connect(url) as db:
+            cursor = await db.execute(
+                "SELECT t.seq, t.search::text FROM turns AS t JOIN threads AS th "
+                "ON th.id = t.thread_pk WHERE th.tenant_id = %s",
+                (tenant,),
+            )
+            turns = {seq: _lexemes(vector) for seq, vector in await cursor.fetchall()}
+            for question in [e.question for e in exchanges[-10:]]:
+                cursor = await db.execute(
+                    "SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %s))",
+                    (" ".join(_search_terms(question)),),
+                )
+                terms = {row[0] for row in await cursor.fetchall()}
+                before = len(messages) - 20
+                scores = _bm25(turns, terms, before)
+                found = [
+                    unit[0].seq
+                    for unit in await search(store, tenant, question, before_seq=before, limit=8)
+                ]
+                best = sorted(scores.values(), reverse=True)
+                assert len(found) == min(8, len(scores)), question
+                ranked = [scores[seq] for seq in found if seq is not None]
+                assert ranked == pytest.approx(best[: len(found)], rel=1e-9), question
 
 
 async def test_a_turn_whose_text_the_database_cannot_index_is_stored_all_the_same(
