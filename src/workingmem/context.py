@@ -30,7 +30,7 @@ from typing import Any, cast
 from .agent_memory import AgentMemory
 from .config import Profile
 from .errors import ContextOverflowError
-from .memory import WorkingMemory, WorkingMemoryProtocol
+from .memory import KnownThread, WorkingMemory, WorkingMemoryProtocol
 from .strategies import select_window
 from .tokens import Tokenizer, tokenizer_for
 from .types import ChatMessage, CountedTurn, MessageIn, ModelInfo, SystemMessage, WorkingMemoryLoad
@@ -111,6 +111,7 @@ class ContextAssembler:
         tools: Sequence[dict[str, Any]] = (),
         output_reserve_tokens: int | None = None,
         recall_query: str | None = None,
+        known: KnownThread | None = None,
     ) -> AssembledContext:
         """Assembles the request; `ContextOverflowError` when even the current turn cannot fit.
 
@@ -121,6 +122,9 @@ class ContextAssembler:
                 `max_output_tokens`.
             recall_query: more words for the built-in memory's recall (`WorkingMemory.load`);
                 a host's own memory is not given them.
+            known: the whole thread as the caller holds it under its ask lock, for the
+                built-in memory to choose the window from without reading the thread again
+                (`WorkingMemory.load`); a host's own memory is not given it.
         """
         tokenizer = tokenizer_for(model)
         template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
@@ -138,8 +142,10 @@ class ContextAssembler:
                 "the system prompt, tools and output reserve alone fill the window",
             )
         load = self.memory.load
-        if recall_query and isinstance(self.memory, WorkingMemory):
-            load = functools.partial(self.memory.load, recall_query=recall_query)
+        if isinstance(self.memory, WorkingMemory) and (recall_query or known is not None):
+            load = functools.partial(
+                self.memory.load, recall_query=recall_query or None, known=known
+            )
         loaded = await load(
             tenant_id=tenant_id,
             thread_id=thread_id,

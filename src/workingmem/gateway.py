@@ -55,7 +55,7 @@ from .llm import (
     Usage,
     UsageGuard,
 )
-from .memory import WorkingMemory, WorkingMemoryProtocol
+from .memory import KnownThread, WorkingMemory, WorkingMemoryProtocol
 from .messages import normalize_turns
 from .placement import (
     GATEWAY_TOOLS,
@@ -217,6 +217,9 @@ class _Run:
     """The rewriter's query recall searches for too (`recall_rewrite`), made once a run."""
     lock: _AskLock | None = None
     """The thread's ask lock, which the answer's append gives back."""
+    whole: NewestRead | None = None
+    """The lock's read, when it held the whole thread and the run's turns were appended
+    after it: the thread is that read and `turns` (`KnownThread.after`)."""
 
 
 class AnswerStream:
@@ -659,6 +662,8 @@ class Gateway:
                 raise exc.shifted("messages", placed.start) from exc
             if run.turns:
                 run.input_seq = run.turns[-1].seq or run.input_seq
+        if lock is not None and lock.newest.whole and placed.after_seq is None:
+            run.whole = lock.newest
         return run
 
     def plan(
@@ -731,6 +736,10 @@ class Gateway:
             else:
                 if run.recall_query is None:
                     run.recall_query = await self._recall_query(run)
+                known = None
+                if run.whole is not None:  # the window from what the run holds: no read
+                    tokenizer = tokenizer_for(plan.model)
+                    known = KnownThread.after(run.whole.tail, run.turns, tokenizer)
                 context = await self.assembler.build(
                     tenant_id=run.tenant_id,
                     thread_id=run.thread_id,
@@ -741,6 +750,7 @@ class Gateway:
                     output_reserve_tokens=plan.output_reserve_tokens,
                     tools=offer,
                     recall_query=run.recall_query or None,
+                    known=known,
                 )
             run.context = context
             run.warnings.extend(w for w in context.warnings if w not in run.warnings)

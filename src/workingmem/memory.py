@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
 
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
@@ -26,7 +27,7 @@ from .llm import CallMeta, Completion, GuardedClient, LLMClient, UsageGuard
 from .messages import normalize_messages
 from .prompts import PromptTemplates
 from .recall import LexicalRetriever, Recalled, Retriever, render_days, select_recalled
-from .stores.base import StateWrite, ThreadStore, TurnSearchStore
+from .stores.base import StateWrite, Tail, ThreadStore, TurnSearchStore
 from .strategies import render_notes, select_window, tail_start
 from .summarizer import Summarizer
 from .tokens import Tokenizer, tokenizer_for
@@ -45,7 +46,7 @@ from .types import (
 )
 from .updater import SummaryUpdater
 
-__all__ = ["WorkingMemory", "WorkingMemoryProtocol"]
+__all__ = ["KnownThread", "WorkingMemory", "WorkingMemoryProtocol"]
 
 logger = logging.getLogger("workingmem.memory")
 
@@ -58,6 +59,42 @@ _RESET_ATTEMPTS = 5
 _RECALLED_TOKENS = 24
 """A guess at a recalled unit's tokens, to size the search: a turn of chat is 20-40."""
 _MAX_RECALLED = 200
+
+
+@dataclass(frozen=True, slots=True)
+class KnownThread:
+    """Every turn of a thread, counted with one tokenizer, and its memory state, as a caller
+    that holds the thread's ask lock knows them: a read made with the lock that held the
+    whole thread, and the turns the caller appended since. A load given it reads nothing of
+    the thread (`WorkingMemory.load`'s `known`)."""
+
+    turns: tuple[CountedTurn, ...]
+    """The thread's turns, oldest first, from seq 1."""
+    state: WorkingMemoryState | None
+    """Its memory state as read with the turns; None: the load reads it where it needs it."""
+    tokenizer_key: str
+    """The tokenizer the turns are counted with."""
+
+    @classmethod
+    def after(
+        cls, read: Tail | None, appended: Sequence[Turn], tokenizer: Tokenizer
+    ) -> KnownThread | None:
+        """The thread `read` held whole (None: it did not exist yet) with `appended`, the turns
+        stored after it since, counted on and grouped in units as the store does; None when
+        they do not follow it seq by seq (another writer came in between)."""
+        turns = read.turns if read is not None else []
+        total = read.thread.turn_count if read is not None else 0
+        if (turns and (turns[0].seq != 1 or turns[-1].seq != total)) or (not turns and total):
+            return None
+        if not turns and not appended:
+            return None  # no thread at all: the load says so
+        if [turn.seq for turn in appended] != list(range(total + 1, total + 1 + len(appended))):
+            return None
+        messages = [turn.to_message() for turn in appended]
+        newest = turns[-1] if turns else None
+        counted = _pending_turns(messages, tokenizer, after=newest, total=total)
+        state = read.state if read is not None else WorkingMemoryState()
+        return cls((*turns, *counted), state, tokenizer.key)
 
 
 @runtime_checkable
@@ -162,6 +199,7 @@ class WorkingMemory:
         budget_tokens: int,
         recall_query: str | None = None,
         pending: Sequence[MessageIn] = (),
+        known: KnownThread | None = None,
     ) -> WorkingMemoryLoad:
         """The history part of one model request: the window and the notes.
 
@@ -174,6 +212,10 @@ class WorkingMemory:
         a user turn among them they are the current exchange, which recall searches for and
         which older stored units make room for. The load's `messages`, `seqs` and `tokens`
         are the stored turns' alone; the caller sends the pending ones itself.
+
+        `known`: the whole thread as the caller holds it under its ask lock (the gateway's
+        ask): the window is chosen from it, and the thread is not read again. Ignored when it
+        is counted with another tokenizer than the model's.
 
         Raises:
             ValidationError: a budget that is not a positive integer, or a wrong argument type.
@@ -188,6 +230,8 @@ class WorkingMemory:
         config = profile.resolve(self.config)
         tokenizer = tokenizer_for(model)
         new = _pending_messages(pending)
+        if known is not None and known.tokenizer_key != tokenizer.key:
+            known = None
         if not config.enabled:
             window, tokens, total, _ = await self._window(
                 tenant_id,
@@ -196,6 +240,7 @@ class WorkingMemory:
                 limit=None,
                 reach=DISABLED_WINDOW_TURNS,
                 pending=new,
+                known=known,
             )
             stored, tokens = _stored_part(window, tokens, total)
             return _loaded(stored, tokens, total, notes="", strategy=None)
@@ -211,11 +256,12 @@ class WorkingMemory:
                     recall=True,
                     query=recall_query,
                     pending=new,
+                    known=known,
                 )
             except ContextOverflowError:
                 pass  # the current exchange needs recall's share too: it goes first
         return await self._load(
-            tenant_id, thread_id, tokenizer, config, history, recall=False, pending=new
+            tenant_id, thread_id, tokenizer, config, history, recall=False, pending=new, known=known
         )
 
     async def _load(
@@ -229,6 +275,7 @@ class WorkingMemory:
         recall: bool,
         query: str | None = None,
         pending: Sequence[ChatMessage] = (),
+        known: KnownThread | None = None,
     ) -> WorkingMemoryLoad:
         """One strategy's load within `history` tokens; with `recall`, the window leaves
         `recall_ratio` of them to the turns recalled from before it, which also take what
@@ -243,6 +290,7 @@ class WorkingMemory:
             reach=config.recent_turns if summary else None,
             step=0 if summary else math.floor(config.window_step_ratio * limit),
             pending=pending,
+            known=known,
         )
         notes = ""
         if summary:
@@ -319,6 +367,7 @@ class WorkingMemory:
         reach: int | None,
         step: int = 0,
         pending: Sequence[ChatMessage] = (),
+        known: KnownThread | None = None,
     ) -> tuple[list[CountedTurn], int, int, WorkingMemoryState | None]:
         """Reads the tail newest first until the window is decided.
 
@@ -328,30 +377,34 @@ class WorkingMemory:
         the limit (the store sums its cached counts), so a load reads what it sends, in one
         trip, whatever the thread's length; further pages, sized from the tokens still to
         fill, are for turns not counted yet and windows that reach past an unanswered call.
+        A `known` thread is read from instead: it holds every turn.
         """
         batch = _MAX_READ if reach is None else min(_MAX_READ, reach + 8)
         if limit is None and reach is None:
             batch = _FIRST_READ
-        try:
-            tail = await self.store.read_tail(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                tokenizer=tokenizer,
-                limit=batch,
-                tokens=limit,
-            )
-        except NotFoundError:
-            if pending:  # a thread not stored yet: what the request sends must fit all the same
-                select_window(
-                    _pending_turns(pending, tokenizer, after=None, total=0),
-                    limit_tokens=limit,
-                    reply_overhead=tokenizer.reply_overhead,
-                    at_thread_start=True,
+        if known is not None:
+            turns, state = list(known.turns), known.state
+            total = turns[-1].seq if turns else 0
+        else:
+            try:
+                tail = await self.store.read_tail(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    tokenizer=tokenizer,
+                    limit=batch,
+                    tokens=limit,
                 )
-            raise
-        total = tail.thread.turn_count
+            except NotFoundError:
+                if pending:  # a thread not stored yet: what the request sends must fit anyway
+                    select_window(
+                        _pending_turns(pending, tokenizer, after=None, total=0),
+                        limit_tokens=limit,
+                        reply_overhead=tokenizer.reply_overhead,
+                        at_thread_start=True,
+                    )
+                raise
+            turns, state, total = tail.turns, tail.state, tail.thread.turn_count
         min_seq = 1 if reach is None else tail_start(total, reach)
-        turns = tail.turns
         if pending:
             turns = [
                 *turns,
@@ -369,7 +422,7 @@ class WorkingMemory:
                 step_tokens=step,
             )
             if not selection.needs_more:
-                return selection.turns, selection.tokens, total, tail.state
+                return selection.turns, selection.tokens, total, state
             batch = _next_batch(turns, limit, batch)
             older = await self.store.read_tail(
                 tenant_id=tenant_id,
