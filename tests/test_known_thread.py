@@ -37,7 +37,12 @@ texts = st.sampled_from(["hi", "Lyon in May?", "It rains a lot then. " * 8, "ok 
 def units(draw: st.DrawFn, index: int) -> list[dict[str, Any]]:
     """A user or assistant turn, or an assistant turn calling tools with their results."""
     if draw(st.integers(0, 3)):
-        return [{"role": draw(st.sampled_from(["user", "assistant"])), "content": draw(texts)}]
+        role, text = draw(st.sampled_from(["user", "assistant"])), draw(texts)
+        message: dict[str, Any] = {"role": role, "content": text}
+        if draw(st.booleans()):  # content parts, and a participant's name
+            message["content"] = [{"type": "text", "text": text}]
+            message["name"] = "ana"
+        return [message]
     calls = [
         {"id": f"c{index}-{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
         for n in range(draw(st.integers(1, 2)))
