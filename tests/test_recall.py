@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import workingmem as wm
 from tests.helpers import DEFAULT_PROFILE, GPT4O, assistant, user
+from workingmem import recall
 from workingmem.recall import DATES_HEADING, RECALL_HEADING, Retriever
+from workingmem.tokens import Tokenizer
+from workingmem.transcript import render_turns
 
 START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 RECALLING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW, recall_ratio=0.5)
@@ -301,3 +304,50 @@ async def test_the_rewriters_query_finds_what_the_question_alone_does_not(
     system = answer["messages"][0]["content"]
     assert len(rewrites) == (1 if rewrite else 0)
     assert ("[1] " in system and "I booked a table at Chez Paul" in system) is rewrite
+
+
+class _CountingTokenizer:
+    """The model's tokenizer, counting the texts it is asked to count."""
+
+    def __init__(self) -> None:
+        self.inner = wm.tokenizer_for(GPT4O)
+        self.key = self.inner.key
+        self.counted: list[str] = []
+
+    def count_text(self, text: str) -> int:
+        self.counted.append(text)
+        return self.inner.count_text(text)
+
+
+def test_a_unit_ranked_again_is_not_counted_again_and_the_share_holds() -> None:
+    """Choosing what fits counts each candidate's rendering once per process: a thread's next
+    ask ranks mostly the same units. The whole is still counted exactly at the end, so a count
+    remembered wrong (a collision of hashes) cannot overfill the share."""
+    units = [
+        [
+            wm.Turn.from_message(
+                user(f"Unit {i}: we talked about the trip to Lyon in May, number {i}."),
+                seq=i + 1,
+                created_at=START + timedelta(minutes=i),
+            )
+        ]
+        for i in range(40)
+    ]
+    first, again = _CountingTokenizer(), _CountingTokenizer()
+    chosen = recall.select_recalled(units, tokenizer=cast(Tokenizer, first), limit_tokens=300)
+    assert chosen.seqs
+    assert chosen.tokens <= 300
+    assert recall.select_recalled(units, tokenizer=cast(Tokenizer, again), limit_tokens=300) == (
+        chosen
+    )
+    assert len(first.counted) > 3
+    assert len(again.counted) <= 3  # the heading and the whole: no unit again
+    wrong = render_turns(units[0])
+    key = (first.key, len(wrong), hash(wrong))
+    recall._BLOCK_COUNTS[key] = 0  # remembered wrong
+    try:
+        squeezed = recall.select_recalled(units, tokenizer=cast(Tokenizer, first), limit_tokens=300)
+    finally:
+        del recall._BLOCK_COUNTS[key]
+    assert squeezed.tokens <= 300
+    assert squeezed.tokens == first.inner.count_text(squeezed.text)
