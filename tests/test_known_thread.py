@@ -4,8 +4,9 @@ Under its ask lock the gateway reads the thread's newest turns; when that read h
 thread, the thread is that read and the turns the ask appended since, and the window is
 chosen from them without reading the thread again. Hypothesis draws threads (tool calls and
 their results among the turns, a read that ends inside a unit), the point where the lock's
-read was made, strategies and budgets, and checks that the load given the known thread
-returns exactly what the load that reads the store returns, or fails alike.
+read was made, strategies (and the switched-off memory, R2) and budgets, and checks that the
+load given the known thread returns exactly what the load that reads the store returns, or
+fails alike.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ configs = st.one_of(
         ),
         st.integers(1, 6),
     ),
+    st.just(wm.WorkingMemoryConfig(enabled=False)),  # R2: the last 20 turns, no notes
 )
 
 

@@ -142,7 +142,7 @@ class ContextAssembler:
                 "the system prompt, tools and output reserve alone fill the window",
             )
         load = self.memory.load
-        if isinstance(self.memory, WorkingMemory) and (recall_query or known is not None):
+        if isinstance(self.memory, WorkingMemory):
             load = functools.partial(
                 self.memory.load, recall_query=recall_query or None, known=known
             )

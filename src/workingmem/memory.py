@@ -83,13 +83,12 @@ class KnownThread:
         stored after it since, counted on and grouped in units as the store does; None when
         they do not follow it seq by seq (another writer came in between)."""
         turns = read.turns if read is not None else []
-        total = read.thread.turn_count if read is not None else 0
-        if (turns and (turns[0].seq != 1 or turns[-1].seq != total)) or (not turns and total):
-            return None
-        if not turns and not appended:
-            return None  # no thread at all: the load says so
-        if [turn.seq for turn in appended] != list(range(total + 1, total + 1 + len(appended))):
-            return None
+        total = len(turns)
+        if read is not None and read.thread.turn_count != total:
+            return None  # the read did not hold the whole thread
+        seqs = [turn.seq for turn in turns] + [turn.seq for turn in appended]
+        if not seqs or seqs != list(range(1, len(seqs) + 1)):
+            return None  # no thread at all (the load says so), or another writer's turns
         messages = [turn.to_message() for turn in appended]
         newest = turns[-1] if turns else None
         counted = _pending_turns(messages, tokenizer, after=newest, total=total)
