@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "conversation_messages",
     "default_data_path",
     "load_conversations",
+    "read_conversations",
     "thread_messages",
 ]
 
@@ -59,6 +61,16 @@ def load_conversations(path: Path) -> list[list[Message]]:
     if not conversations:
         raise ValueError(f"{path} holds no conversation turns")
     return conversations
+
+
+def read_conversations(path: Path, program: str) -> list[list[Message]]:
+    """`load_conversations` for a benchmark's command line: without the file, the benchmark
+    ends with the reason on stderr and exit status 2."""
+    try:
+        return load_conversations(path)
+    except (OSError, ValueError) as exc:
+        print(f"{program}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def conversation_messages(conversation: dict[str, Any]) -> list[Message]:

@@ -29,7 +29,7 @@ from workingmem.tokens import tokenizer_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cli import add_store_options
-from _data import Message, load_conversations, thread_messages
+from _data import Message, read_conversations, thread_messages
 
 MODEL = wm.ModelInfo(id="gpt-4o", context_window=128_000)
 START_TURNS = 200
@@ -163,11 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 2:
         parser.error("--repeat must be at least 2")
-    try:
-        conversations = load_conversations(args.data)
-    except (OSError, ValueError) as exc:
-        print(f"bench_append: {exc}", file=sys.stderr)
-        return 2
+    conversations = read_conversations(args.data, "bench_append")
     messages = thread_messages(conversations, 3_000)
     report(asyncio.run(run(args, messages)))
     return 0

@@ -50,7 +50,7 @@ from urllib.parse import urlsplit
 
 import workingmem as wm
 from _cli import POSTGRES_ENV, add_store_options, positive_ints
-from _data import load_conversations, thread_messages
+from _data import read_conversations, thread_messages
 from workingmem.gateway import Gateway
 from workingmem.gateway_config import GatewayConfig
 from workingmem.llm import CallKind, CallMeta
@@ -558,11 +558,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        conversations = load_conversations(args.data)
-    except (OSError, ValueError) as exc:
-        print(f"bench_gateway: {exc}", file=sys.stderr)
-        return 2
+    conversations = read_conversations(args.data, "bench_gateway")
     sizes: list[int] = args.sizes
     load_before = load_average()
     runs = [

@@ -32,7 +32,7 @@ import workingmem as wm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cli import add_store_options, positive_ints
-from _data import load_conversations, thread_messages
+from _data import read_conversations, thread_messages
 
 MODEL = wm.ModelInfo(id="gpt-4o", context_window=128_000)
 PROFILE = wm.Profile(id="default")
@@ -169,11 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 2:
         parser.error("--repeat must be at least 2")
-    try:
-        conversations = load_conversations(args.data)
-    except (OSError, ValueError) as exc:
-        print(f"bench_recall: {exc}", file=sys.stderr)
-        return 2
+    conversations = read_conversations(args.data, "bench_recall")
     needed = max(args.sizes) + 2 * (args.repeat + WARMUP) * len(args.sizes) * 3
     report(asyncio.run(run(args, thread_messages(conversations, needed))), args.sizes)
     return 0

@@ -34,7 +34,7 @@ import httpx
 import uvicorn
 
 from _cli import positive_ints
-from _data import default_data_path, load_conversations, thread_messages
+from _data import default_data_path, read_conversations, thread_messages
 from workingmem.llm.testing import Reply, ScriptedUpstream
 from workingmem.service import ServiceSettings, create_app
 from workingmem.tokens import tokenizer_for
@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--runs", type=positive_ints, default=[3], help="how many runs")
     parser.add_argument("--data", type=Path, default=default_data_path())
     args = parser.parse_args()
-    turns = thread_messages(load_conversations(args.data), turns=args.turns)
+    turns = thread_messages(read_conversations(args.data, "bench_resend"), turns=args.turns)
     runs = [(named, run(turns, named)) for _ in range(args.runs[0]) for named in (False, True)]
     print(f"A client resending a {args.turns}-turn LoCoMo conversation, second half of it:")
     print(

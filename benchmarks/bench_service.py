@@ -72,7 +72,7 @@ import httpx
 
 import workingmem as wm
 from _cli import POSTGRES_ENV, add_store_options, positive_ints
-from _data import load_conversations, thread_messages
+from _data import read_conversations, thread_messages
 from _instant_upstream import ANSWER, serve_upstream
 from _litellm import DEFAULT_VENV, ensure_litellm, litellm_version, proxy_command
 from _processes import cpu_seconds, free_port, server_process, stack_of, tree_cpu_seconds
@@ -889,11 +889,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.serve_service:
         serve_service(args.serve_service, args.workers)
         return 0
-    try:
-        conversations = load_conversations(args.data)
-    except (OSError, ValueError) as exc:
-        print(f"bench_service: {exc}", file=sys.stderr)
-        return 2
+    conversations = read_conversations(args.data, "bench_service")
     load_before = load_average()
     runs = asyncio.run(run_all(args, conversations))
     litellm = "not measured (--litellm)"
