@@ -11,8 +11,8 @@ disconnect, and closing it stops the generation.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -30,23 +30,45 @@ async def unless_disconnected(request: Request, work: Coroutine[Any, Any, T]) ->
     """The work's result; `ClientDisconnectedError` once the client has gone (the work cancelled).
 
     The request's body must have been read already: the next ASGI message is then the
-    disconnect, whenever it comes.
+    disconnect, whenever it comes. The work runs in the request's own task, and a watcher
+    task cancels it on the disconnect: one task a request, not two and a wait on both.
     """
-    task = asyncio.ensure_future(work)
+    current = asyncio.current_task()
+    assert current is not None, "called from a task"
+    state = _Watch()
+
+    def on_disconnect(watcher: asyncio.Future[None]) -> None:
+        if watcher.cancelled() or watcher.exception() is not None or state.finished:
+            return  # the work ended first (or the receive failed: the work goes on)
+        state.gone = True
+        current.cancel()
+
     watcher = asyncio.ensure_future(_disconnected(request))
+    watcher.add_done_callback(on_disconnect)
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        result = await work
+    except asyncio.CancelledError:
+        # Ours alone when nothing else cancelled the request meanwhile (a server shutdown).
+        if state.gone and current.uncancel() == 0:
+            raise ClientDisconnectedError(
+                "the client disconnected before the answer was ready"
+            ) from None
+        raise
     finally:
-        if not task.done():  # the client left, or this request itself was cancelled
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        state.finished = True
         watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-    if task.cancelled():
-        raise ClientDisconnectedError("the client disconnected before the answer was ready")
-    return task.result()
+    if state.gone:
+        current.uncancel()  # the work finished all the same: the cancel is withdrawn
+    return result
+
+
+@dataclass(slots=True)
+class _Watch:
+    """What the watcher's callback and the work's end tell each other: whether the client went,
+    and whether the work is over (a disconnect seen after it cancels nothing)."""
+
+    gone: bool = False
+    finished: bool = False
 
 
 async def _disconnected(request: Request) -> None:
