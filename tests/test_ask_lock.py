@@ -38,7 +38,7 @@ class TwoStepStore:
         self._store = store
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("claim_and_read_tail", "append_and_release"):
+        if name in ("claim_and_open", "claim_and_read_tail", "append_and_release"):
             raise AttributeError(name)
         return getattr(self._store, name)
 
@@ -75,7 +75,7 @@ def refusals(store: wm.Store, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     refused = asyncio.Event()
     claim = store.claim_thread
     claiming: Any = store  # a SQL store: it has both
-    claim_and_read = claiming.claim_and_read_tail
+    claim_and_open = claiming.claim_and_open
 
     async def watched_claim(**kwargs: Any) -> bool:
         claimed: bool = await claim(**kwargs)
@@ -83,14 +83,14 @@ def refusals(store: wm.Store, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
             refused.set()
         return claimed
 
-    async def watched_claim_and_read(**kwargs: Any) -> Any:
-        found = await claim_and_read(**kwargs)
-        if not found[0]:
+    async def watched_claim_and_open(**kwargs: Any) -> Any:
+        claim = await claim_and_open(**kwargs)
+        if not claim.taken:
             refused.set()
-        return found
+        return claim
 
     monkeypatch.setattr(store, "claim_thread", watched_claim)
-    monkeypatch.setattr(store, "claim_and_read_tail", watched_claim_and_read)
+    monkeypatch.setattr(store, "claim_and_open", watched_claim_and_open)
     return refused
 
 
@@ -147,19 +147,68 @@ async def test_a_thread_held_past_the_busy_wait_is_a_conflict_and_nothing_is_sto
 async def test_a_lock_taken_by_a_trip_that_failed_after_it_is_given_back(
     store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The trip took the lock and opened the thread with the question, and the answer to it
+    was lost: the lock is given back, and asking again answers the stored question."""
     ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
     assert isinstance(store, wm.stores.AskLockStore)
-    claim_and_read = store.claim_and_read_tail
+    claim_and_open = store.claim_and_open
 
     async def failing_after_the_claim(**kwargs: Any) -> Any:
-        await claim_and_read(**kwargs)
+        await claim_and_open(**kwargs)
         raise wm.StoreError("the connection broke after the lock was taken")
 
-    monkeypatch.setattr(store, "claim_and_read_tail", failing_after_the_claim)
     async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
-        with pytest.raises(wm.StoreError, match="connection broke"):
-            await gateway.ask(**ids, message="hello")
+        with monkeypatch.context() as patched:
+            patched.setattr(store, "claim_and_open", failing_after_the_claim)
+            with pytest.raises(wm.StoreError, match="connection broke"):
+                await gateway.ask(**ids, message="hello")
+        assert await store.claim_thread(**ids, owner="next", ttl_seconds=60)
+        await store.release_thread(**ids, owner="next")
+        assert [t.content for t in await store.list_turns(**ids)] == ["hello"]
 
-    assert await store.claim_thread(**ids, owner="next", ttl_seconds=60)
+        await gateway.ask(**ids, message="hello")
+
+    assert [t.content for t in await store.list_turns(**ids)] == ["hello", "You said: hello"]
+
+
+async def test_a_new_thread_is_opened_with_the_request_in_the_lock_s_own_trip(
+    store: wm.Store,
+    asked: wm.Store,
+    client: OpenAIClient,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the store can, a new thread's first ask stores its question with the lock (no
+    append of its own); an ask on a thread with turns, or one that expects turns, places
+    its turns as before. Either way the thread and the upstream's requests are the same."""
+    ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
+    appends: list[int] = []
+    append = store.append
+
+    async def counted(**kwargs: Any) -> list[wm.Turn]:
+        if kwargs["messages"][0]["role"] == "user":  # the question's (not a two-step answer's)
+            appends.append(len(kwargs["messages"]))
+        return await append(**kwargs)
+
+    monkeypatch.setattr(store, "append", counted)
+    async with Gateway(store=asked, llm=client, config=CONFIG) as gateway:
+        first = await gateway.ask(**ids, messages=[user("Lyon in May?"), user("Or June?")])
+        after_first = list(appends)
+        await gateway.ask(**ids, message="Trains?")
+        with pytest.raises(wm.ConflictError):  # nothing may start a thread it expects turns of
+            await gateway.ask(tenant_id=tenant, thread_id="other", message="Hi", expect_turns=2)
+
+    one_trip = asked is store
+    assert after_first == ([] if one_trip else [2])
+    assert appends == [*after_first, 1]
+    assert first.answer == "You said: Or June?"
+    turns = await store.list_turns(**ids)
+    assert [(t.seq, t.content) for t in turns] == [
+        (1, "Lyon in May?"),
+        (2, "Or June?"),
+        (3, "You said: Or June?"),
+        (4, "Trains?"),
+        (5, "You said: Trains?"),
+    ]
     with pytest.raises(wm.NotFoundError):
-        await store.list_turns(**ids)
+        await store.list_turns(**{**ids, "thread_id": "other"})

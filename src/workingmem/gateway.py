@@ -60,6 +60,7 @@ from .messages import normalize_turns
 from .placement import (
     GATEWAY_TOOLS,
     NewestRead,
+    Placement,
     check_client_tools,
     first_limit,
     place,
@@ -67,7 +68,7 @@ from .placement import (
 )
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
-from .stores.base import Store, append_and_release, claim_and_read_tail, read_turns
+from .stores.base import Store, append_and_release, claim_and_open, read_turns
 from .stores.documents import DocumentStore
 from .strategies import render_notes, update_due
 from .tokens import Tokenizer, tokenizer_for
@@ -187,8 +188,29 @@ class _AskLock:
 
     owner: str
     newest: NewestRead
+    opened: list[Turn] = field(default_factory=list)
+    """The request's turns, when the lock's trip opened the (new) thread with them."""
     renewing: asyncio.Task[None] | None = None
     released: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """A request's turns for the ask lock's trip to open a new thread with: what `place`
+    would append to a thread without turns (all of them)."""
+
+    items: Sequence[MessageIn | NativeItem]
+    user_id: str | None
+
+    @classmethod
+    def of(
+        cls, request: _Request, user_id: str | None, expect_turns: int | None
+    ) -> _Opening | None:
+        """None when the ask could not start a thread with the request's turns: it has none,
+        or it expects a thread that has turns (`expect_turns`)."""
+        if not request.items or expect_turns:
+            return None
+        return cls(request.items, user_id)
 
 
 @dataclass(slots=True)
@@ -418,8 +440,9 @@ class Gateway:
         """
         request = self._checked_request(message, messages, tools)  # before any lock or write
         plan = self.plan(profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens)
+        opening = _Opening.of(request, user_id, expect_turns)
         found = self._conversation(
-            tenant_id, thread_id, user_id, system_prompt, request, plan, session
+            tenant_id, thread_id, user_id, system_prompt, request, plan, session, opening
         )
         async with found as (on, lock):
             run = await self._begin(
@@ -462,8 +485,9 @@ class Gateway:
             plan = self.plan(
                 profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens
             )
+            opening = _Opening.of(request, user_id, expect_turns)
             found = self._conversation(
-                tenant_id, thread_id, user_id, system_prompt, request, plan, session
+                tenant_id, thread_id, user_id, system_prompt, request, plan, session, opening
             )
             async with found as (on, lock):
                 stream.thread_id = on
@@ -488,16 +512,19 @@ class Gateway:
         request: _Request,
         plan: CallPlan,
         session: str | None = None,
+        opening: _Opening | None = None,
     ) -> AsyncIterator[tuple[str, _AskLock]]:
         """The thread to answer, its ask lock held: `thread_id`, or the conversation found by
         how the request opens. Found, it is checked again under its lock, since another
         request of the family may have moved it meanwhile; a fork that another request made
         first is found again. Bounded: a family this busy is a `ConflictError` (409). With
-        it, the lock, and the read of the thread's newest turns made with it."""
+        it, the lock, and the read of the thread's newest turns made with it; `thread_id`
+        new, the thread opened with `opening` in the same trip (a found conversation is
+        checked before anything is written to it)."""
         views = request.views
         newest = (tokenizer_for(plan.model), first_limit(views))  # placing reads this first
         if thread_id is not None:
-            async with self._thread_turn(tenant_id, thread_id, *newest) as lock:
+            async with self._thread_turn(tenant_id, thread_id, *newest, opening) as lock:
                 yield thread_id, lock
             return
         for _ in range(FIND_ATTEMPTS):
@@ -534,7 +561,12 @@ class Gateway:
 
     @asynccontextmanager
     async def _thread_turn(
-        self, tenant_id: str, thread_id: str, tokenizer: Tokenizer, limit: int
+        self,
+        tenant_id: str,
+        thread_id: str,
+        tokenizer: Tokenizer,
+        limit: int,
+        opening: _Opening | None = None,
     ) -> AsyncIterator[_AskLock]:
         """One ask at a time per thread, across processes: held from the user turn's append to
         the answer's, so every answer is built with its own question newest and stored right
@@ -542,8 +574,9 @@ class Gateway:
         lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
         thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409). The
         thread's `limit` newest turns are read with the lock, in the same trip where the store
-        can. The answer's append may give the lock back (`_store_output`); else it is given
-        back here."""
+        can, and a new thread is opened with `opening`'s turns there too (`claim_and_open`).
+        The answer's append may give the lock back (`_store_output`); else it is given back
+        here."""
         local = self._turns.setdefault((tenant_id, thread_id), asyncio.Lock())
         # The lock lives while an asker holds a reference to it (a weak map).
         async with local:
@@ -553,17 +586,19 @@ class Gateway:
             ids = {"tenant_id": tenant_id, "thread_id": thread_id, "owner": owner}
             while True:
                 try:
-                    claimed, tail = await claim_and_read_tail(
+                    claim = await claim_and_open(
                         self.store,
                         **ids,
                         ttl_seconds=ASK_LOCK_SECONDS,
                         tokenizer=tokenizer,
                         limit=limit,
+                        opening=opening.items if opening is not None else (),
+                        user_id=opening.user_id if opening is not None else None,
                     )
                 except BaseException:  # the lock may be taken (the read failed after it)
                     await asyncio.shield(self.store.release_thread(**ids))
                     raise
-                if claimed:
+                if claim.taken:
                     break
                 if time.monotonic() > deadline:
                     raise ConflictError(
@@ -572,7 +607,7 @@ class Gateway:
                     )
                 await asyncio.sleep(delay)  # another process holds it: a short backoff
                 delay = min(delay * 2, 0.25)
-            lock = _AskLock(owner, NewestRead(limit, tail))
+            lock = _AskLock(owner, NewestRead(limit, claim.tail), claim.opened)
             lock.renewing = renewing = asyncio.create_task(
                 keep_renewed(
                     lambda: self.store.renew_thread(
@@ -634,13 +669,18 @@ class Gateway:
             passthrough=[dict(m) for m in passthrough] if passthrough is not None else None,
             lock=lock,
         )
-        placed = await place(
-            self.store,
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            request=request.views,
-            tokenizer=tokenizer_for(run.plan.model),
-            read=lock.newest if lock is not None else None,
+        opened = lock.opened if lock is not None else []
+        placed = (
+            Placement(start=len(request.items))  # stored already, by the lock's own trip
+            if opened
+            else await place(
+                self.store,
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                request=request.views,
+                tokenizer=tokenizer_for(run.plan.model),
+                read=lock.newest if lock is not None else None,
+            )
         )
         if expect_turns is not None and placed.turn_count != expect_turns:
             raise ConflictError(
@@ -649,6 +689,9 @@ class Gateway:
             )
         new = request.items[placed.start :]
         run.input_seq = placed.turn_count if placed.after_seq is None else placed.after_seq
+        if opened:
+            run.turns += opened
+            run.input_seq = opened[-1].seq or run.input_seq
         if new or placed.after_seq is not None:
             try:
                 run.turns += await self.store.append(

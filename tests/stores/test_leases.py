@@ -137,6 +137,81 @@ async def test_the_ask_lock_taken_with_the_tail_reads_the_thread_after_it(
     assert await store.claim_and_read_tail(**other, owner="c") == (True, None)  # tenants apart
 
 
+async def test_the_ask_lock_opens_a_new_thread_with_its_first_turns_in_its_own_trip(
+    store: wm.Store, tenant: str
+) -> None:
+    """`claim_and_open` writes the opening only for the owner that took the lock, only to a
+    thread without turns, and only what `append` would write; invalid messages take nothing."""
+    assert isinstance(store, wm.stores.AskLockStore)
+    tokenizer = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
+    ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
+    claim: dict[str, Any] = {**ids, "ttl_seconds": 60, "tokenizer": tokenizer, "limit": 3}
+    opening: list[wm.Message] = [{"role": "user", "content": "Lyon in May?", "name": "ada"}]
+    opening.append(assistant("Mild."))
+
+    opened = await store.claim_and_open(**claim, owner="a", opening=opening, user_id="ada")
+
+    assert (opened.taken, opened.tail) == (True, None)  # the read came before the opening
+    stored = await store.list_turns(**ids)
+    assert opened.opened == stored
+    assert [(t.seq, t.role, t.content, t.name) for t in stored] == [
+        (1, "user", "Lyon in May?", "ada"),
+        (2, "assistant", "Mild.", None),
+    ]
+    thread = (await store.read_tail(**ids, tokenizer=tokenizer, limit=3)).thread
+    assert (thread.turn_count, thread.user_id) == (2, "ada")
+    refused = await store.claim_and_open(**claim, owner="b", opening=[user("Mine?")])
+    assert (refused.taken, refused.opened) == (False, [])  # a holds it: nothing written
+    held = {**claim, "thread_id": "held"}
+    assert (await store.claim_and_open(**held, owner="h")).taken  # a lock, no thread yet
+    refused = await store.claim_and_open(**held, owner="i", opening=[user("Mine?")])
+    assert (refused.taken, refused.opened) == (False, [])
+    with pytest.raises(wm.NotFoundError):
+        await store.list_turns(tenant_id=tenant, thread_id="held")
+    await store.append(**ids, messages=[user("And June?")])  # after the opening, in order
+    assert [t.seq for t in await store.list_turns(**ids)] == [1, 2, 3]
+    await store.release_thread(**ids, owner="a")
+
+    went_on = await store.claim_and_open(**claim, owner="b", opening=[user("Again?")])
+
+    assert went_on.taken
+    assert went_on.opened == []  # the thread has turns: the caller places its own
+    assert went_on.tail == await store.read_tail(**ids, tokenizer=tokenizer, limit=3)
+    assert len(await store.list_turns(**ids)) == 3
+    await store.release_thread(**ids, owner="b")
+
+    emptied = {**claim, "thread_id": "emptied"}
+    await store.claim_and_open(**emptied, owner="c", opening=[user("gone")])
+    await store.release_thread(tenant_id=tenant, thread_id="emptied", owner="c")
+    await store.pop_turns(tenant_id=tenant, thread_id="emptied")
+    reopened = await store.claim_and_open(**emptied, owner="c", opening=[user("Back?")])
+    assert reopened.tail is not None
+    assert reopened.tail.thread.turn_count == 0
+    assert [(t.seq, t.content) for t in reopened.opened] == [(1, "Back?")]
+    counted_otherwise = {**claim, "thread_id": "counted otherwise"}
+    await store.append(tenant_id=tenant, thread_id="counted otherwise", messages=[user("x")])
+    await store.pop_turns(tenant_id=tenant, thread_id="counted otherwise")
+    kept = await store.claim_and_open(**counted_otherwise, owner="c", opening=[user("Y?")])
+    assert (kept.taken, kept.opened) == (True, [])  # its counts are not the opening's: append
+
+    fresh = {**claim, "thread_id": "fresh"}
+    with pytest.raises(wm.ValidationError):
+        await store.claim_and_open(**fresh, owner="d", opening=[{"role": "wizard"}])
+    fresh_ids = {**ids, "thread_id": "fresh"}
+    assert await store.claim_thread(**fresh_ids, owner="e", ttl_seconds=60)  # d took nothing
+    await store.release_thread(**fresh_ids, owner="e")
+    result = [{"role": "tool", "tool_call_id": "call_1", "content": "18C"}]
+    unopened = await store.claim_and_open(**fresh, owner="f", opening=result)
+    assert (unopened.taken, unopened.opened) == (True, [])  # a result cannot open a thread
+    with pytest.raises(wm.NotFoundError):
+        await store.list_turns(**fresh_ids)
+    other = await store.claim_and_open(
+        **{**claim, "tenant_id": f"{tenant}-other"}, owner="g", opening=[user("Theirs")]
+    )
+    assert [t.content for t in other.opened] == ["Theirs"]  # tenants apart
+    assert len(await store.list_turns(**ids)) == 3
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_the_answer_given_with_the_ask_lock_back_is_stored_and_frees_it_in_one_go(
     backend: str, tmp_path: Path, tenant: str

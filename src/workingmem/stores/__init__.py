@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..errors import ValidationError
 from .base import (
     AskLockStore,
+    Claim,
     MemoryStateStore,
     StateWrite,
     Store,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SQLITE_PATH",
     "AskLockStore",
+    "Claim",
     "MemoryStateStore",
     "PostgresStore",
     "ResponseStore",

@@ -80,6 +80,9 @@ class KnownAppend:
     release: str | None = None
     """An owner whose ask lock of the thread is given back with the turns (`RELEASE_THREAD`),
     only when they are written."""
+    held: str | None = None
+    """An owner who must hold the thread's ask lock for the turns to be written: an ask's
+    opening, written in its lock's own trip (`Dialect.claim_and_read_tail`)."""
 
     def thread_row(self) -> tuple[object, ...]:
         """The parameters of `INSERT_THREAD` for the thread `create` makes."""
@@ -184,11 +187,17 @@ class Dialect(ABC):
 
     @abstractmethod
     async def claim_and_read_tail(
-        self, claim: tuple[str, Sequence[object]], read: TailRead
-    ) -> tuple[bool, tuple[Row, list[Row]] | None]:
+        self,
+        claim: tuple[str, Sequence[object]],
+        read: TailRead,
+        opening: KnownAppend | None = None,
+    ) -> tuple[bool, tuple[Row, list[Row]] | None, int | None]:
         """One trip: `claim` (a lock's upsert, one row changed when it took the lock) and
         `read_tail(read)`, read after it; whether it took the lock, and what the read found
-        when it did (else None, read or not)."""
+        when it did (else None, read or not). With `opening` (a `KnownAppend` that creates,
+        at turn count 0): its turns written too, after the read, when the lock was taken and
+        the thread had no turns (missing, or empty with `opening`'s tokenizers); the seq its
+        relative seqs count from (0) when they were, else None."""
 
     @abstractmethod
     def search(self, search: TurnSearch) -> tuple[str, Sequence[object]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows, _search
 from ._dialect import Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
 from ._known import KnownThreads
-from .base import StateWrite, Tail
+from .base import Claim, StateWrite, Tail
 
 __all__ = [
     "INSERT_THREAD",
@@ -246,41 +247,20 @@ class SQLThreads:
         known = self._known.get(tenant_id, thread_id)
         if known is None:
             return None
-        prepared = _rows.plan_append(
-            clean,
-            turn_count=0,
-            open_unit=None,
-            tokenizer_keys=_rows.tokenizers_of(known.tokenizers),
+        write, planned = _known_write(
+            tenant_id, thread_id, known.turn_count, known.tokenizers, user_id, stamp, clean, origins
         )
-        base = await self._dialect.append_known(
-            KnownAppend(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                turn_count=known.turn_count,
-                tokenizers=known.tokenizers,
-                create=known.turn_count == 0,
-                user_id=user_id,
-                stamp=stamp,
-                turns=[
-                    (t.seq, t.unit_seq, t.message["role"], text, o.format, o.text, n)
-                    for t, text, o, n in zip(
-                        prepared.turns,
-                        prepared.serialized,
-                        origins,
-                        prepared.counts.own,
-                        strict=True,
-                    )
-                ],
-                others=prepared.counts.others,
-                release=release,
-            )
-        )
-        if base is None:
-            return None
-        self._known.saw(tenant_id, thread_id, base + len(prepared.turns), known.tokenizers)
+        base = await self._dialect.append_known(replace(write, release=release))
+        return None if base is None else self._wrote(write, planned, base)
+
+    def _wrote(
+        self, write: KnownAppend, planned: Sequence[PlannedTurn], base: int
+    ) -> list[PlannedTurn]:
+        """`write`'s turns as written after `base`, the thread remembered as they left it."""
+        self._known.saw(write.tenant_id, write.thread_id, base + len(planned), write.tokenizers)
         return [
             PlannedTurn(seq=t.seq + base, unit_seq=t.unit_seq + base, message=t.message)
-            for t in prepared.turns
+            for t in planned
         ]
 
     async def pop_turns(self, *, tenant_id: str, thread_id: str) -> list[Turn]:
@@ -610,15 +590,57 @@ class SQLThreads:
         tokenizer: Tokenizer,
         limit: int,
     ) -> tuple[bool, Tail | None]:
+        claim = await self.claim_and_open(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            owner=owner,
+            ttl_seconds=ttl_seconds,
+            tokenizer=tokenizer,
+            limit=limit,
+        )
+        return claim.taken, claim.tail
+
+    async def claim_and_open(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        owner: str,
+        ttl_seconds: float,
+        tokenizer: Tokenizer,
+        limit: int,
+        opening: Sequence[Any] = (),
+        user_id: str | None = None,
+    ) -> Claim:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         keys = {"tenant_id": tenant_id, "thread_id": thread_id}
-        claimed, found = await self._dialect.claim_and_read_tail(
+        write: KnownAppend | None = None
+        planned: list[PlannedTurn] = []
+        origins: Sequence[Origin] = []
+        now = _rows.utcnow()
+        if opening:
+            if user_id is not None:
+                check_id("user_id", user_id)
+            clean, origins = normalize_turns(opening)  # a ValidationError before the lock
+            if clean and clean[0]["role"] != "tool":  # else append() says what is wrong
+                tokenizers = json.dumps([tokenizer.key])  # as `_tail` sees a missing thread
+                stamp = self._dialect.stamp(now)
+                write, planned = _known_write(
+                    tenant_id, thread_id, 0, tokenizers, user_id, stamp, clean, origins
+                )
+                write = replace(write, held=owner)
+        claimed, found, base = await self._dialect.claim_and_read_tail(
             self._claim("thread_locks", keys, owner, ttl_seconds),
             TailRead(tokenizer.key, tenant_id, thread_id, limit),
+            write,
         )
         if not claimed:
-            return False, None
-        return True, await self._tail(tenant_id, thread_id, tokenizer, found)
+            return Claim(taken=False, tail=None)
+        tail = await self._tail(tenant_id, thread_id, tokenizer, found)
+        if write is None or base is None:
+            return Claim(taken=True, tail=tail)
+        opened = self._wrote(write, planned, base)
+        return Claim(taken=True, tail=tail, opened=_appended(opened, origins, [now] * len(opened)))
 
     async def _tail(
         self,
@@ -936,6 +958,40 @@ class SQLThreads:
         table: str, keys: Mapping[str, object], owner: str
     ) -> tuple[str, tuple[object, ...]]:
         return release_sql(table, list(keys)), (*keys.values(), owner)
+
+
+def _known_write(
+    tenant_id: str,
+    thread_id: str,
+    turn_count: int,
+    tokenizers: str,
+    user_id: str | None,
+    stamp: object,
+    clean: Sequence[Any],
+    origins: Sequence[Origin],
+) -> tuple[KnownAppend, list[PlannedTurn]]:
+    """New turns that open a unit, for the end of a thread known to have `turn_count` turns
+    counted with `tokenizers` (a `KnownAppend`, its seqs relative), and the turns it plans."""
+    prepared = _rows.plan_append(
+        clean, turn_count=0, open_unit=None, tokenizer_keys=_rows.tokenizers_of(tokenizers)
+    )
+    write = KnownAppend(
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        turn_count=turn_count,
+        tokenizers=tokenizers,
+        create=turn_count == 0,
+        user_id=user_id,
+        stamp=stamp,
+        turns=[
+            (t.seq, t.unit_seq, t.message["role"], text, o.format, o.text, n)
+            for t, text, o, n in zip(
+                prepared.turns, prepared.serialized, origins, prepared.counts.own, strict=True
+            )
+        ],
+        others=prepared.counts.others,
+    )
+    return write, prepared.turns
 
 
 def _appended(

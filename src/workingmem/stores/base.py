@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, TypeGuard, runtime_checkable
@@ -33,6 +33,7 @@ from .responses import ResponseStore
 __all__ = [
     "PAGE_LIMIT",
     "AskLockStore",
+    "Claim",
     "MemoryStateStore",
     "StateWrite",
     "Store",
@@ -41,6 +42,7 @@ __all__ = [
     "TurnSearchStore",
     "TurnStore",
     "append_and_release",
+    "claim_and_open",
     "claim_and_read_tail",
     "locks_asks",
     "read_turns",
@@ -327,6 +329,20 @@ class Store(ThreadStore, DocumentStore, ApiKeyStore, ResponseStore, Protocol):
     """Everything the gateway and the service keep: what `open_store` returns."""
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """An ask lock's first trip (`AskLockStore.claim_and_open`)."""
+
+    taken: bool
+    """Whether the lock was taken (else it is another asker's)."""
+    tail: Tail | None
+    """The thread's newest turns, read after the lock was taken (None: no thread yet, or the
+    lock was not taken)."""
+    opened: list[Turn] = field(default_factory=list)
+    """The turns the thread was opened with in the same trip (empty: none, as when the thread
+    had turns already)."""
+
+
 @runtime_checkable
 class AskLockStore(Protocol):
     """A store that folds a thread's ask lock into an ask's first read and last write, a
@@ -347,6 +363,26 @@ class AskLockStore(Protocol):
         """`claim_thread`, then, when it took the lock, `read_tail(limit=limit)` read after
         it: whether it took the lock, and the tail (None for a thread that does not exist
         yet, or when it did not take the lock)."""
+        ...
+
+    async def claim_and_open(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        owner: str,
+        ttl_seconds: float,
+        tokenizer: Tokenizer,
+        limit: int,
+        opening: Sequence[MessageIn | NativeItem] = (),
+        user_id: str | None = None,
+    ) -> Claim:
+        """`claim_and_read_tail`, and, in the same trip, `opening` appended as the thread's
+        first turns when the lock was taken and the thread has none yet: a new thread needs no
+        trip of its own for its first turns. `opening` is validated as `append` validates it,
+        before the lock is asked for (a `ValidationError`, nothing taken); messages that
+        cannot open a thread at once (a tool result first) are not written, and `append`
+        says why."""
         ...
 
     async def append_and_release(
@@ -372,6 +408,43 @@ def locks_asks(store: ThreadStore) -> TypeGuard[AskLockStore]:
 @functools.cache
 def _is_subclass(kind: type, protocol: type) -> bool:
     return issubclass(kind, protocol)
+
+
+async def claim_and_open(
+    store: ThreadStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    owner: str,
+    ttl_seconds: float,
+    tokenizer: Tokenizer,
+    limit: int,
+    opening: Sequence[MessageIn | NativeItem] = (),
+    user_id: str | None = None,
+) -> Claim:
+    """`AskLockStore.claim_and_open` on any store: on another, the lock and the read
+    (`claim_and_read_tail`), and nothing opened (the caller appends)."""
+    if locks_asks(store):
+        return await store.claim_and_open(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            owner=owner,
+            ttl_seconds=ttl_seconds,
+            tokenizer=tokenizer,
+            limit=limit,
+            opening=opening,
+            user_id=user_id,
+        )
+    taken, tail = await claim_and_read_tail(
+        store,
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        owner=owner,
+        ttl_seconds=ttl_seconds,
+        tokenizer=tokenizer,
+        limit=limit,
+    )
+    return Claim(taken=taken, tail=tail)
 
 
 async def claim_and_read_tail(

@@ -164,20 +164,28 @@ WITH th AS ({_MOVE_ON}
 concurrent writer waits, then this one finds the row it left, and writes nothing when the turn
 count it expects is gone), the turns numbered after it, in one statement: atomic on its own,
 one round trip."""
-_CREATE_AND_APPEND = f"""
+
+
+def _create_and_append(held: str = "TRUE") -> str:
+    """`_APPEND_KNOWN` for a thread last seen missing or empty: the thread made with its turns,
+    or, when it exists, moved on as there (an empty one), in one statement; both only where
+    `held` (a condition) is true. A thread another writer made after this statement's
+    snapshot is neither made nor moved: nothing is written."""
+    return f"""
 WITH made AS (
   INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at, tokenizers,
                        turn_count, last_unit_seq)
-  VALUES (%(tenant_id)s, %(thread_id)s, %(user_id)s, %(now)s, %(now)s, %(tokenizers)s,
-          %(count)s, %(last_unit)s)
+  SELECT %(tenant_id)s, %(thread_id)s, %(user_id)s, %(now)s, %(now)s, %(tokenizers)s,
+         %(count)s, %(last_unit)s
+  WHERE {held}
   ON CONFLICT (tenant_id, thread_id) DO NOTHING
   RETURNING id, 0 AS base),
-moved AS ({_MOVE_ON} AND NOT EXISTS (SELECT FROM made)
+moved AS ({_MOVE_ON} AND NOT EXISTS (SELECT FROM made) AND {held}
   RETURNING id, turn_count - %(count)s AS base),
 th AS (SELECT id, base FROM made UNION ALL SELECT id, base FROM moved),{_WRITE_TURNS}"""
-"""`_APPEND_KNOWN` for a thread last seen missing or empty: the thread made with its turns, or,
-when it exists, moved on as there (an empty one), in one statement. A thread another writer
-made after this statement's snapshot is neither made nor moved: nothing is written."""
+
+
+_CREATE_AND_APPEND = _create_and_append()
 _APPENDS = {
     (create, release): (_CREATE_AND_APPEND if create else _APPEND_KNOWN)
     + (_RELEASE if release else "")
@@ -186,6 +194,16 @@ _APPENDS = {
     for release in (False, True)
 }
 """The statement of a `KnownAppend`, by whether it creates the thread and releases a lock."""
+_OPEN = (
+    _create_and_append(
+        "EXISTS (SELECT FROM thread_locks WHERE tenant_id = %(tenant_id)s"
+        " AND thread_id = %(thread_id)s AND owner = %(held)s)"
+    )
+    + "\nSELECT base FROM th"
+)
+"""An ask lock's opening (`Dialect.claim_and_read_tail`): a thread's first turns, written by
+the ask that holds its lock (`KnownAppend.held`), in the lock's own pipeline: when the claim
+failed, the lock's row is another's and nothing is written."""
 _SCAN_TOKENS_PER_TURN = 20
 """The token goal's count scan is bounded at goal / this + 32 turns (LoCoMo turns average 35;
 a thread of shorter turns costs one more read, never a wrong window)."""
@@ -264,6 +282,39 @@ def _tail(rows: list[Row]) -> tuple[Row, list[Row]] | None:
         if thread[index] is not None:
             thread[index] = datetime.fromisoformat(thread[index])
     return tuple(thread), rows[1:]
+
+
+def _known_params(write: KnownAppend) -> dict[str, Any]:
+    """The parameters of `write`'s statement (`_APPENDS`, `_OPEN`): a column of the turns (and
+    of the other tokenizers' counts) an array each."""
+    columns = list(zip(*write.turns, strict=True))
+    others = list(zip(*write.others, strict=True)) or [(), (), ()]
+    return {
+        "tenant_id": write.tenant_id,
+        "thread_id": write.thread_id,
+        "turn_count": write.turn_count,
+        "tokenizers": write.tokenizers,
+        "user_id": write.user_id,
+        "now": write.stamp,
+        "count": len(write.turns),
+        "last_unit": write.turns[-1][1],
+        "release": write.release,
+        "held": write.held,
+        **{
+            name: list(column)
+            for name, column in zip(
+                ("seqs", "units", "roles", "messages", "formats", "items", "tokens"),
+                columns,
+                strict=True,
+            )
+        },
+        **{
+            name: list(column)
+            for name, column in zip(
+                ("other_keys", "other_seqs", "other_tokens"), others, strict=True
+            )
+        },
+    }
 
 
 def _has_rows(cursor: psycopg.AsyncCursor[Row]) -> bool:
@@ -414,15 +465,26 @@ class PostgresDialect(Dialect):
         return _tail(await self._statement(_TAIL, _tail_params(read)))
 
     async def claim_and_read_tail(
-        self, claim: tuple[str, Sequence[object]], read: TailRead
-    ) -> tuple[bool, tuple[Row, list[Row]] | None]:
+        self,
+        claim: tuple[str, Sequence[object]],
+        read: TailRead,
+        opening: KnownAppend | None = None,
+    ) -> tuple[bool, tuple[Row, list[Row]] | None, int | None]:
         # The read after the lock, in its own snapshot (READ COMMITTED): it sees what was
-        # committed before the lock was taken, a wait for it included.
+        # committed before the lock was taken, a wait for it included. The opening after
+        # the read: its own guards (the lock is its owner's, the thread has no turns) keep
+        # it from writing anywhere else.
+        statements: list[tuple[str, Params]] = [claim, (_TAIL, _tail_params(read))]
+        if opening is not None:
+            assert opening.held is not None, "written under the lock"
+            statements.append((_OPEN, _known_params(opening)))
         async with self.read() as session:
-            claimed, tail = await session.together(claim, (_TAIL, _tail_params(read)))
+            claimed, tail, *opened = await session.together(*statements)
             if claimed.rowcount != 1:
-                return False, None
-            return True, _tail(await tail.fetchall())
+                return False, None, None
+            found = _tail(await tail.fetchall())
+            based = await opened[0].fetchall() if opened else []
+            return True, found, int(based[0][0]) if based else None
 
     async def search_hits(self, session: Session, search: TurnSearch) -> list[int]:
         # The turns in the search's range that have no vector yet get theirs first, in the
@@ -445,34 +507,9 @@ class PostgresDialect(Dialect):
         )
 
     async def append_known(self, write: KnownAppend) -> int | None:
-        columns = list(zip(*write.turns, strict=True))
-        others = list(zip(*write.others, strict=True)) or [(), (), ()]
-        params = {
-            "tenant_id": write.tenant_id,
-            "thread_id": write.thread_id,
-            "turn_count": write.turn_count,
-            "tokenizers": write.tokenizers,
-            "user_id": write.user_id,
-            "now": write.stamp,
-            "count": len(write.turns),
-            "last_unit": write.turns[-1][1],
-            "release": write.release,
-            **{
-                name: list(column)
-                for name, column in zip(
-                    ("seqs", "units", "roles", "messages", "formats", "items", "tokens"),
-                    columns,
-                    strict=True,
-                )
-            },
-            **{
-                name: list(column)
-                for name, column in zip(
-                    ("other_keys", "other_seqs", "other_tokens"), others, strict=True
-                )
-            },
-        }
-        rows = await self._statement(_APPENDS[write.create, write.release is not None], params)
+        rows = await self._statement(
+            _APPENDS[write.create, write.release is not None], _known_params(write)
+        )
         return int(rows[0][0]) if rows else None
 
     async def _statement(self, sql: str, params: dict[str, Any]) -> list[Row]:

@@ -108,16 +108,29 @@ def _tail_rows(db: sqlite3.Connection, read: TailRead) -> tuple[Row, list[Row]] 
 
 
 def _claim_and_read(
-    db: sqlite3.Connection, claim: tuple[str, Sequence[object]], read: TailRead
-) -> tuple[bool, tuple[Row, list[Row]] | None]:
+    db: sqlite3.Connection,
+    claim: tuple[str, Sequence[object]],
+    read: TailRead,
+    opening: KnownAppend | None,
+) -> tuple[bool, tuple[Row, list[Row]] | None, int | None]:
     """`SQLiteDialect.claim_and_read_tail` on the writer's connection: one transaction, so
-    the read sees every write committed before the lock was taken (an error leaves the
+    the read sees every write committed before the lock was taken, and the opening is
+    written only to the thread the read found without turns (an error leaves the
     transaction to the session, which rolls it back)."""
     _open(db, "BEGIN IMMEDIATE")
     claimed = db.execute(*claim).rowcount == 1
     found = _tail_rows(db, read) if claimed else None
+    base = None
+    if claimed and opening is not None and (found is None or _empty(found[0], opening)):
+        base = _write_known(db, opening)
+        assert base == 0, "the read found the thread without turns, in this transaction"
     db.execute("COMMIT")
-    return claimed, found
+    return claimed, found, base
+
+
+def _empty(thread: Row, opening: KnownAppend) -> bool:
+    """Whether a thread's row (`_tail_rows`' first) has no turns, counted as `opening`'s are."""
+    return bool(thread[4] == 0 and thread[6] == opening.tokenizers)
 
 
 def _walk(turns: Iterable[Row], read: TailRead) -> list[Row]:
@@ -283,6 +296,15 @@ _MOVE_ON = (
 def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     """`SQLiteDialect.append_known` in the writer's thread: one trip, one transaction."""
     _open(db, "BEGIN IMMEDIATE")
+    base = _write_known(db, write)
+    db.execute("ROLLBACK" if base is None else "COMMIT")
+    return base
+
+
+def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
+    """`write` in the open transaction: the seq its relative seqs count from, or None when the
+    thread's row does not meet its expectation (then the caller rolls back the row a create
+    may have made)."""
     if write.create:
         db.execute(INSERT_THREAD, write.thread_row())
     count = len(write.turns)
@@ -300,7 +322,6 @@ def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
         ),
     ).fetchone()
     if found is None:
-        db.execute("ROLLBACK")
         return None
     pk, base = found
     db.executemany(
@@ -313,7 +334,6 @@ def _append_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     db.executemany(INSERT_TURN_TOKENS, [(pk, key, base + seq, n) for key, seq, n in write.others])
     if write.release is not None:
         db.execute(RELEASE_THREAD, (write.tenant_id, write.thread_id, write.release))
-    db.execute("COMMIT")
     return int(base)
 
 
@@ -424,10 +444,13 @@ class SQLiteDialect(Dialect):
             return await session.whole(lambda db: _read_tail(db, read))
 
     async def claim_and_read_tail(
-        self, claim: tuple[str, Sequence[object]], read: TailRead
-    ) -> tuple[bool, tuple[Row, list[Row]] | None]:
+        self,
+        claim: tuple[str, Sequence[object]],
+        read: TailRead,
+        opening: KnownAppend | None = None,
+    ) -> tuple[bool, tuple[Row, list[Row]] | None, int | None]:
         async with self._writing() as session:
-            return await session.whole(lambda db: _claim_and_read(db, claim, read))
+            return await session.whole(lambda db: _claim_and_read(db, claim, read, opening))
 
     async def append_known(self, write: KnownAppend) -> int | None:
         async with self._writing() as session:
