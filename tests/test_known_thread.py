@@ -1,12 +1,14 @@
 """A load from the thread the gateway holds (`KnownThread`) is the load that reads the store.
 
-Under its ask lock the gateway reads the thread's newest turns; when that read held the whole
-thread, the thread is that read and the turns the ask appended since, and the window is
-chosen from them without reading the thread again. Hypothesis draws threads (tool calls and
-their results among the turns, a read that ends inside a unit), the point where the lock's
-read was made, strategies (and the switched-off memory, R2) and budgets, and checks that the
-load given the known thread returns exactly what the load that reads the store returns, or
-fails alike.
+Under its ask lock the gateway reads the thread's newest turns (as many as the window's first
+read would take); the thread's newest turns are that read and the turns the ask appended
+since, and the window is chosen from them, reading older turns only when it needs more.
+Hypothesis draws threads (tool calls and their results among the turns, a read that ends
+inside a unit), the point where the lock's read was made and what it read (the whole thread,
+its newest turns by count and by tokens, or what the gateway reads: then the load reads
+nothing), strategies (and the switched-off memory, R2) and budgets, and checks that the load
+given the known thread returns exactly what the load that reads the store returns, or fails
+alike.
 """
 
 from __future__ import annotations
@@ -78,41 +80,58 @@ configs = st.one_of(
 
 
 async def both_loads(
-    thread: list[dict[str, Any]], read_at: int, config: wm.WorkingMemoryConfig, budget: int
-) -> tuple[object, object]:
+    thread: list[dict[str, Any]],
+    read_at: int,
+    config: wm.WorkingMemoryConfig,
+    budget: int,
+    newest: tuple[int, int | None] | None = None,
+) -> tuple[object, object, int]:
     """The load that reads the store, and the load from the known thread (each a load or
-    the exception it raised)."""
+    the exception it raised), and the reads the latter made. `newest`: what the lock read of
+    the thread's newest turns (at most so many, through so many tokens), else all of them;
+    ``(0, None)``: what the gateway's lock reads (`WorkingMemory.first_read` for a budget at
+    least the load's), the thread counted as its reads count it."""
     async with await wm.open_store("sqlite:///:memory:") as store:
+        memory = wm.WorkingMemory(store=store, config=config)
+        ids: dict[str, Any] = {"tenant_id": "t", "thread_id": "th"}
         read = None
         if read_at:
-            await store.append(tenant_id="t", thread_id="th", messages=thread[:read_at])
+            await store.append(**ids, messages=thread[:read_at])
+            if newest == (0, None):  # a read counts them; what follows is counted as written
+                await store.read_tail(**ids, tokenizer=TOKENIZER, limit=read_at)
+                turns, goal = memory.first_read(model=MODEL, profile=PROFILE, budget_tokens=budget)
+                newest = (max(turns, 3), goal)  # placement's 3 newest turns at least
             write = StateWrite(
                 0, "They talk about Lyon.", [wm.Fact("Lyon", 1, 1)], read_at, "update"
             )
-            await store.write_memory_state(tenant_id="t", thread_id="th", write=write)
-            read = await store.read_tail(
-                tenant_id="t", thread_id="th", tokenizer=TOKENIZER, limit=read_at + 1
-            )
-        appended = await store.append(tenant_id="t", thread_id="th", messages=thread[read_at:])
+            await store.write_memory_state(**ids, write=write)
+            limit, tokens = newest or (read_at + 1, None)
+            read = await store.read_tail(**ids, tokenizer=TOKENIZER, limit=limit, tokens=tokens)
+        appended = await store.append(**ids, messages=thread[read_at:])
         known = KnownThread.after(read, appended, TOKENIZER)
         assert known is not None
-        memory = wm.WorkingMemory(store=store, config=config)
         results: list[object] = []
+        reads: list[object] = []
+        read_tail = store.read_tail
+
+        async def counted_read(**kwargs: Any) -> Any:
+            reads.append(kwargs)
+            return await read_tail(**kwargs)
+
         for given in (None, known):
+            reads.clear()
+            store.read_tail = counted_read  # type: ignore[method-assign]
             try:
                 results.append(
                     await memory.load(
-                        tenant_id="t",
-                        thread_id="th",
-                        model=MODEL,
-                        profile=PROFILE,
-                        budget_tokens=budget,
-                        known=given,
+                        **ids, model=MODEL, profile=PROFILE, budget_tokens=budget, known=given
                     )
                 )
             except wm.ContextOverflowError as exc:
                 results.append((type(exc), str(exc)))
-        return results[0], results[1]
+            finally:
+                store.read_tail = read_tail  # type: ignore[method-assign]
+        return results[0], results[1], len(reads)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -122,8 +141,48 @@ def test_a_load_from_the_known_thread_is_the_load_that_reads_it(data: st.DataObj
     read_at = data.draw(st.integers(0, len(thread) - 1))
     config = data.draw(configs)
     budget = data.draw(st.sampled_from([60, 200, 600, 16_000]))
-    read, known = asyncio.run(both_loads(thread, read_at, config, budget))
+    newest = None
+    how = data.draw(st.sampled_from(["whole", "newest", "gateway"])) if read_at else "whole"
+    if how == "newest":  # the newest turns alone, by count and maybe by tokens
+        newest = (data.draw(st.integers(1, read_at)), data.draw(st.sampled_from([None, 20, 2_000])))
+    elif how == "gateway":
+        newest = (0, None)
+    read, known, reads = asyncio.run(both_loads(thread, read_at, config, budget, newest))
     assert known == read
+    if how == "gateway":
+        assert reads == 0  # the lock's read held the window
+
+
+LONG_THREAD = [
+    {"role": "user" if i % 2 == 0 else "assistant", "content": text}
+    for i, text in enumerate(
+        ["Lyon in May?", "It rains a lot then. " * 8, "ok " * 40, "hi", "Trains?"] * 8
+    )
+]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW),
+        wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW, window_step_ratio=0.2),
+        wm.WorkingMemoryConfig(
+            strategy=wm.Strategy.SUMMARY_BUFFER, recent_turns=4, update_every_turns=4
+        ),
+        wm.WorkingMemoryConfig(enabled=False),
+    ],
+    ids=["window", "window-step", "summary-buffer", "off"],
+)
+@pytest.mark.parametrize("budget", [200, 600, 2_000, 8_000])
+def test_the_gateway_s_lock_read_holds_the_window(
+    config: wm.WorkingMemoryConfig, budget: int
+) -> None:
+    """A lock read as large as `first_read`'s for the call's budget holds the window: the
+    load from it reads nothing, and returns what the load that reads the store does."""
+    thread = [*LONG_THREAD, {"role": "user", "content": "And hotels?"}]
+    read, known, reads = asyncio.run(both_loads(thread, 30, config, budget, (0, None)))
+    assert known == read
+    assert reads == 0
 
 
 async def test_a_thread_that_moved_on_is_not_known(tmp_path: Any) -> None:
@@ -169,13 +228,13 @@ async def test_a_known_thread_counted_with_another_tokenizer_is_read_again() -> 
 
 
 @pytest.mark.parametrize("resent", [False, True], ids=["one-message", "whole-history"])
-async def test_an_ask_reads_no_window_when_its_locks_read_held_the_thread(
+async def test_an_ask_reads_no_window_its_locks_read_holds_it(
     store: wm.Store, tenant: str, monkeypatch: pytest.MonkeyPatch, resent: bool
 ) -> None:
-    """The ask lock's read holds a new or short thread whole, and the whole history a client
-    resends: the window is chosen from it and the turns the ask appended, and the thread is
-    not read again. A longer thread that a client sends one message of is read for its
-    window. Either way the upstream gets the same request."""
+    """The ask lock's read takes what the window's first read would (for one new message),
+    or the whole history a client resends: the window is chosen from it and the turns the
+    ask appended, and the thread is not read again, however long. Either way the upstream
+    gets the same request."""
     reads: list[int] = []
     read_tail = store.read_tail
 
@@ -192,7 +251,7 @@ async def test_an_ask_reads_no_window_when_its_locks_read_held_the_thread(
         OpenAIClient(base_url=up.base_url, timeout=2, max_retries=0) as llm,
         Gateway(store=store, llm=llm, config=config) as gateway,
     ):
-        for question in ["Lyon in May?", "And in June?", "Trains from Paris?"]:
+        for question in ["Lyon in May?", "And in June?", "Trains from Paris?", "Hotels?"]:
             history.append({"role": "user", "content": question})
             reads.clear()
             if resent:
@@ -201,6 +260,5 @@ async def test_an_ask_reads_no_window_when_its_locks_read_held_the_thread(
                 result = await gateway.ask(tenant_id=tenant, thread_id="th", message=question)
             history.append({"role": "assistant", "content": result.answer})
             sent.append(up.requests[-1]["messages"][1:])
-            read_again = not resent and len(history) > 4  # 4 turns: more than the lock reads
-            assert bool(reads) == read_again, reads
-    assert sent == [history[: 2 * n + 1] for n in range(3)]
+            assert reads == []
+    assert sent == [history[: 2 * n + 1] for n in range(4)]

@@ -122,9 +122,9 @@ class ContextAssembler:
                 `max_output_tokens`.
             recall_query: more words for the built-in memory's recall (`WorkingMemory.load`);
                 a host's own memory is not given them.
-            known: the whole thread as the caller holds it under its ask lock, for the
-                built-in memory to choose the window from without reading the thread again
-                (`WorkingMemory.load`); a host's own memory is not given it.
+            known: the thread's newest turns as the caller holds them under its ask lock,
+                for the built-in memory to choose the window from, reading only older turns
+                it still needs (`WorkingMemory.load`); a host's own memory is not given it.
         """
         tokenizer = tokenizer_for(model)
         template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT

@@ -239,9 +239,9 @@ class _Run:
     """The rewriter's query recall searches for too (`recall_rewrite`), made once a run."""
     lock: _AskLock | None = None
     """The thread's ask lock, which the answer's append gives back."""
-    whole: NewestRead | None = None
-    """The lock's read, when it held the whole thread and the run's turns were appended
-    after it: the thread is that read and `turns` (`KnownThread.after`)."""
+    newest: NewestRead | None = None
+    """The lock's read, when the run's turns were appended after it: the thread's newest
+    turns are that read and `turns` (`KnownThread.after`)."""
 
 
 class AnswerStream:
@@ -441,8 +441,9 @@ class Gateway:
         request = self._checked_request(message, messages, tools)  # before any lock or write
         plan = self.plan(profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens)
         opening = _Opening.of(request, user_id, expect_turns)
+        window = self._window_read(plan, request, passthrough)
         found = self._conversation(
-            tenant_id, thread_id, user_id, system_prompt, request, plan, session, opening
+            tenant_id, thread_id, user_id, system_prompt, request, plan, session, opening, window
         )
         async with found as (on, lock):
             run = await self._begin(
@@ -486,8 +487,17 @@ class Gateway:
                 profile, model=model, system_prompt=system_prompt, max_tokens=max_tokens
             )
             opening = _Opening.of(request, user_id, expect_turns)
+            window = self._window_read(plan, request, passthrough)
             found = self._conversation(
-                tenant_id, thread_id, user_id, system_prompt, request, plan, session, opening
+                tenant_id,
+                thread_id,
+                user_id,
+                system_prompt,
+                request,
+                plan,
+                session,
+                opening,
+                window,
             )
             async with found as (on, lock):
                 stream.thread_id = on
@@ -513,6 +523,7 @@ class Gateway:
         plan: CallPlan,
         session: str | None = None,
         opening: _Opening | None = None,
+        window: tuple[int, int | None] | None = None,
     ) -> AsyncIterator[tuple[str, _AskLock]]:
         """The thread to answer, its ask lock held: `thread_id`, or the conversation found by
         how the request opens. Found, it is checked again under its lock, since another
@@ -520,11 +531,13 @@ class Gateway:
         first is found again. Bounded: a family this busy is a `ConflictError` (409). With
         it, the lock, and the read of the thread's newest turns made with it; `thread_id`
         new, the thread opened with `opening` in the same trip (a found conversation is
-        checked before anything is written to it)."""
+        checked before anything is written to it). `window`: the turns and tokens the lock's
+        read takes beyond placement's, for the window to start from (`_window_read`)."""
         views = request.views
         newest = (tokenizer_for(plan.model), first_limit(views))  # placing reads this first
         if thread_id is not None:
-            async with self._thread_turn(tenant_id, thread_id, *newest, opening) as lock:
+            turn = self._thread_turn(tenant_id, thread_id, *newest, opening, window)
+            async with turn as lock:
                 yield thread_id, lock
             return
         for _ in range(FIND_ATTEMPTS):
@@ -567,6 +580,7 @@ class Gateway:
         tokenizer: Tokenizer,
         limit: int,
         opening: _Opening | None = None,
+        window: tuple[int, int | None] | None = None,
     ) -> AsyncIterator[_AskLock]:
         """One ask at a time per thread, across processes: held from the user turn's append to
         the answer's, so every answer is built with its own question newest and stored right
@@ -574,7 +588,8 @@ class Gateway:
         lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
         thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409). The
         thread's `limit` newest turns are read with the lock, in the same trip where the store
-        can, and a new thread is opened with `opening`'s turns there too (`claim_and_open`).
+        can (with `window`, as many more as the window's first read would take), and a new
+        thread is opened with `opening`'s turns there too (`claim_and_open`).
         The answer's append may give the lock back (`_store_output`); else it is given back
         here."""
         local = self._turns.setdefault((tenant_id, thread_id), asyncio.Lock())
@@ -584,6 +599,7 @@ class Gateway:
             deadline = time.monotonic() + self.config.busy_wait_seconds
             delay = 0.01
             ids = {"tenant_id": tenant_id, "thread_id": thread_id, "owner": owner}
+            read, tokens = (limit, None) if window is None else (max(limit, window[0]), window[1])
             while True:
                 try:
                     claim = await claim_and_open(
@@ -591,7 +607,8 @@ class Gateway:
                         **ids,
                         ttl_seconds=ASK_LOCK_SECONDS,
                         tokenizer=tokenizer,
-                        limit=limit,
+                        limit=read,
+                        tokens=tokens,
                         opening=opening.items if opening is not None else (),
                         user_id=opening.user_id if opening is not None else None,
                     )
@@ -607,7 +624,7 @@ class Gateway:
                     )
                 await asyncio.sleep(delay)  # another process holds it: a short backoff
                 delay = min(delay * 2, 0.25)
-            lock = _AskLock(owner, NewestRead(limit, claim.tail), claim.opened)
+            lock = _AskLock(owner, NewestRead(read, claim.tail), claim.opened)
             lock.renewing = renewing = asyncio.create_task(
                 keep_renewed(
                     lambda: self.store.renew_thread(
@@ -628,6 +645,29 @@ class Gateway:
                     await renewing
                 if not lock.released:
                     await asyncio.shield(self.store.release_thread(**ids))
+
+    def _window_read(
+        self, plan: CallPlan, request: _Request, passthrough: Sequence[MessageIn] | None
+    ) -> tuple[int, int | None] | None:
+        """What the built-in memory's window reads first (`WorkingMemory.first_read`), at the
+        largest budget the call can have (the model's window less the answer's reserve), for
+        the ask lock's read to take along: the window then needs no read of its own. None
+        where no window is loaded from the thread (a client's own history), where the
+        memory is a host's own, and for a request of many messages (a resent history: the
+        lock reads as many turns as it has, the whole thread, for placement already)."""
+        memory = self.memory
+        if passthrough is not None or len(request.items) > 1:
+            return None
+        if not isinstance(memory, WorkingMemory):
+            return None
+        model, profile = plan.model, plan.profile
+        reserve = (
+            plan.output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
+        )
+        budget = model.context_window - reserve
+        if budget <= 0:
+            return None
+        return memory.first_read(model=model, profile=profile, budget_tokens=budget)
 
     def _checked_request(
         self,
@@ -705,8 +745,8 @@ class Gateway:
                 raise exc.shifted("messages", placed.start) from exc
             if run.turns:
                 run.input_seq = run.turns[-1].seq or run.input_seq
-        if lock is not None and lock.newest.whole and placed.after_seq is None:
-            run.whole = lock.newest
+        if lock is not None and placed.after_seq is None:
+            run.newest = lock.newest
         return run
 
     def plan(
@@ -780,9 +820,9 @@ class Gateway:
                 if run.recall_query is None:
                     run.recall_query = await self._recall_query(run)
                 known = None
-                if run.whole is not None:  # the window from what the run holds: no read
+                if run.newest is not None:  # the window from what the run holds first
                     tokenizer = tokenizer_for(plan.model)
-                    known = KnownThread.after(run.whole.tail, run.turns, tokenizer)
+                    known = KnownThread.after(run.newest.tail, run.turns, tokenizer)
                 context = await self.assembler.build(
                     tenant_id=run.tenant_id,
                     thread_id=run.thread_id,

@@ -63,13 +63,13 @@ _MAX_RECALLED = 200
 
 @dataclass(frozen=True, slots=True)
 class KnownThread:
-    """Every turn of a thread, counted with one tokenizer, and its memory state, as a caller
-    that holds the thread's ask lock knows them: a read made with the lock that held the
-    whole thread, and the turns the caller appended since. A load given it reads nothing of
-    the thread (`WorkingMemory.load`'s `known`)."""
+    """A thread's newest turns, counted with one tokenizer, and its memory state, as a caller
+    that holds the thread's ask lock knows them: a read made with the lock, and the turns the
+    caller appended since. A load given it reads the thread only for turns older than these
+    that its window needs, none when they hold the window (`WorkingMemory.load`'s `known`)."""
 
     turns: tuple[CountedTurn, ...]
-    """The thread's turns, oldest first, from seq 1."""
+    """The thread's newest turns, oldest first, through its last."""
     state: WorkingMemoryState | None
     """Its memory state as read with the turns; None: the load reads it where it needs it."""
     tokenizer_key: str
@@ -79,15 +79,15 @@ class KnownThread:
     def after(
         cls, read: Tail | None, appended: Sequence[Turn], tokenizer: Tokenizer
     ) -> KnownThread | None:
-        """The thread `read` held whole (None: it did not exist yet) with `appended`, the turns
-        stored after it since, counted on and grouped in units as the store does; None when
-        they do not follow it seq by seq (another writer came in between)."""
+        """The thread's newest turns that `read` held (None: it did not exist yet) with
+        `appended`, the turns stored after them since, counted on and grouped in units as the
+        store does; None when they are not one run of seqs through the read's newest turn
+        (another writer came in between)."""
         turns = read.turns if read is not None else []
-        total = len(turns)
-        if read is not None and read.thread.turn_count != total:
-            return None  # the read did not hold the whole thread
+        total = read.thread.turn_count if read is not None else 0
         seqs = [turn.seq for turn in turns] + [turn.seq for turn in appended]
-        if not seqs or seqs != list(range(1, len(seqs) + 1)):
+        first = total - len(turns) + 1
+        if not seqs or seqs != list(range(first, first + len(seqs))):
             return None  # no thread at all (the load says so), or another writer's turns
         messages = [turn.to_message() for turn in appended]
         newest = turns[-1] if turns else None
@@ -212,9 +212,10 @@ class WorkingMemory:
         which older stored units make room for. The load's `messages`, `seqs` and `tokens`
         are the stored turns' alone; the caller sends the pending ones itself.
 
-        `known`: the whole thread as the caller holds it under its ask lock (the gateway's
-        ask): the window is chosen from it, and the thread is not read again. Ignored when it
-        is counted with another tokenizer than the model's.
+        `known`: the thread's newest turns as the caller holds them under its ask lock (the
+        gateway's ask): the window is chosen from them, and older turns are read only when it
+        needs more (none when they came from a read as large as `first_read`'s). Ignored when
+        they are counted with another tokenizer than the model's.
 
         Raises:
             ValidationError: a budget that is not a positive integer, or a wrong argument type.
@@ -262,6 +263,20 @@ class WorkingMemory:
         return await self._load(
             tenant_id, thread_id, tokenizer, config, history, recall=False, pending=new, known=known
         )
+
+    def first_read(
+        self, *, model: ModelInfo, profile: Profile, budget_tokens: int
+    ) -> tuple[int, int | None]:
+        """What `load` reads of the thread first for a budget of at most `budget_tokens`: at
+        most this many turns, through the newest that pass this many tokens (None: no token
+        goal), so that a caller who reads the thread anyway (the gateway's ask lock) can read
+        that and hand it over (`known`)."""
+        config = profile.resolve(self.config)
+        if not config.enabled:
+            return _first_batch(None, DISABLED_WINDOW_TURNS), None
+        history = math.floor(config.chat_history_ratio * budget_tokens)
+        reach = config.recent_turns if config.strategy is Strategy.SUMMARY_BUFFER else None
+        return _first_batch(history, reach), history
 
     async def _load(
         self,
@@ -376,11 +391,9 @@ class WorkingMemory:
         the limit (the store sums its cached counts), so a load reads what it sends, in one
         trip, whatever the thread's length; further pages, sized from the tokens still to
         fill, are for turns not counted yet and windows that reach past an unanswered call.
-        A `known` thread is read from instead: it holds every turn.
+        A `known` thread is the first page instead.
         """
-        batch = _MAX_READ if reach is None else min(_MAX_READ, reach + 8)
-        if limit is None and reach is None:
-            batch = _FIRST_READ
+        batch = _first_batch(limit, reach)
         if known is not None:
             turns, state = list(known.turns), known.state
             total = turns[-1].seq if turns else 0
@@ -587,6 +600,14 @@ def _check_budget(budget_tokens: object) -> None:
         )
     if budget_tokens <= 0:
         raise ValidationError("budget_tokens", f"must be positive, got {budget_tokens}")
+
+
+def _first_batch(limit: int | None, reach: int | None) -> int:
+    """The turns of a window's first read: a strategy's reach and some, else the most a read
+    takes (the token goal ends it sooner); without either, a first page."""
+    if reach is not None:
+        return min(_MAX_READ, reach + 8)
+    return _FIRST_READ if limit is None else _MAX_READ
 
 
 def _next_batch(turns: list[CountedTurn], limit: int | None, batch: int) -> int:

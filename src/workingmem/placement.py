@@ -43,15 +43,20 @@ GATEWAY_TOOLS = frozenset(TOOL_NAMES)
 @dataclass(frozen=True, slots=True)
 class NewestRead:
     """A read of the thread's newest turns made already (with its ask lock, in one trip),
-    for `place` to start from: `limit` turns asked for, `tail` None for a missing thread."""
+    for `place` to start from: at most `limit` turns asked for (with a token goal, maybe
+    fewer), `tail` None for a missing thread."""
 
     limit: int
     tail: Tail | None
 
     @property
     def whole(self) -> bool:
-        """The read holds the whole thread (fewer turns than asked for, or none)."""
-        return self.tail is None or len(self.tail.turns) < self.limit
+        """The read holds the whole thread (every turn from the first, or no thread)."""
+        return self.tail is None or len(self.tail.turns) == self.tail.thread.turn_count
+
+    def holds(self, newest: int) -> bool:
+        """Whether the read holds the thread's `newest` newest turns (or all it has)."""
+        return self.whole or (self.tail is not None and len(self.tail.turns) >= newest)
 
 
 def first_limit(request: Sequence[MessageIn]) -> int:
@@ -134,7 +139,7 @@ async def _newest_visible(
     are, starting at a unit's first turn; whether that is the whole thread; its turn count."""
     limit = first_limit(request)
     while True:
-        if read is None or read.limit != limit:
+        if read is None or not read.holds(limit):
             read = NewestRead(
                 limit,
                 await store.read_tail(
@@ -143,13 +148,14 @@ async def _newest_visible(
             )
         if read.tail is None:
             raise NotFoundError("thread", thread_id)
-        turns = read.tail.turns
-        if not read.whole and turns and turns[0].seq != turns[0].unit_seq:
+        turns = read.tail.turns[-limit:]  # a longer read (a window's) is looked at as asked
+        whole = len(turns) == read.tail.thread.turn_count
+        if not whole and turns and turns[0].seq != turns[0].unit_seq:
             limit += turns[0].seq - turns[0].unit_seq  # begin at the unit's first turn
             continue
         shown = visible((t.seq, t.message) for t in turns)
-        if read.whole or len(shown) >= len(request):
-            return shown, read.whole, read.tail.thread.turn_count
+        if whole or len(shown) >= len(request):
+            return shown, whole, read.tail.thread.turn_count
         limit *= 2
 
 

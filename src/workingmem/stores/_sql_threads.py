@@ -609,6 +609,7 @@ class SQLThreads:
         ttl_seconds: float,
         tokenizer: Tokenizer,
         limit: int,
+        tokens: int | None = None,
         opening: Sequence[Any] = (),
         user_id: str | None = None,
     ) -> Claim:
@@ -631,7 +632,7 @@ class SQLThreads:
                 write = replace(write, held=owner)
         claimed, found, base = await self._dialect.claim_and_read_tail(
             self._claim("thread_locks", keys, owner, ttl_seconds),
-            TailRead(tokenizer.key, tenant_id, thread_id, limit),
+            TailRead(tokenizer.key, tenant_id, thread_id, limit, tokens=tokens),
             write,
         )
         if not claimed:

@@ -374,10 +374,12 @@ class AskLockStore(Protocol):
         ttl_seconds: float,
         tokenizer: Tokenizer,
         limit: int,
+        tokens: int | None = None,
         opening: Sequence[MessageIn | NativeItem] = (),
         user_id: str | None = None,
     ) -> Claim:
-        """`claim_and_read_tail`, and, in the same trip, `opening` appended as the thread's
+        """`claim_and_read_tail` (`tokens`: the read's token goal, as `read_tail`'s), and, in
+        the same trip, `opening` appended as the thread's
         first turns when the lock was taken and the thread has none yet: a new thread needs no
         trip of its own for its first turns. `opening` is validated as `append` validates it,
         before the lock is asked for (a `ValidationError`, nothing taken); messages that
@@ -419,11 +421,12 @@ async def claim_and_open(
     ttl_seconds: float,
     tokenizer: Tokenizer,
     limit: int,
+    tokens: int | None = None,
     opening: Sequence[MessageIn | NativeItem] = (),
     user_id: str | None = None,
 ) -> Claim:
-    """`AskLockStore.claim_and_open` on any store: on another, the lock and the read
-    (`claim_and_read_tail`), and nothing opened (the caller appends)."""
+    """`AskLockStore.claim_and_open` on any store: on another, the lock, then the read, and
+    nothing opened (the caller appends)."""
     if locks_asks(store):
         return await store.claim_and_open(
             tenant_id=tenant_id,
@@ -432,19 +435,25 @@ async def claim_and_open(
             ttl_seconds=ttl_seconds,
             tokenizer=tokenizer,
             limit=limit,
+            tokens=tokens,
             opening=opening,
             user_id=user_id,
         )
-    taken, tail = await claim_and_read_tail(
-        store,
-        tenant_id=tenant_id,
-        thread_id=thread_id,
-        owner=owner,
-        ttl_seconds=ttl_seconds,
-        tokenizer=tokenizer,
-        limit=limit,
-    )
-    return Claim(taken=taken, tail=tail)
+    if not await store.claim_thread(
+        tenant_id=tenant_id, thread_id=thread_id, owner=owner, ttl_seconds=ttl_seconds
+    ):
+        return Claim(taken=False, tail=None)
+    try:
+        tail = await store.read_tail(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            tokenizer=tokenizer,
+            limit=limit,
+            tokens=tokens,
+        )
+    except NotFoundError:
+        return Claim(taken=True, tail=None)
+    return Claim(taken=True, tail=tail)
 
 
 async def claim_and_read_tail(
@@ -458,26 +467,16 @@ async def claim_and_read_tail(
     limit: int,
 ) -> tuple[bool, Tail | None]:
     """`AskLockStore.claim_and_read_tail` on any store: in one trip where it can."""
-    if locks_asks(store):
-        return await store.claim_and_read_tail(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            owner=owner,
-            ttl_seconds=ttl_seconds,
-            tokenizer=tokenizer,
-            limit=limit,
-        )
-    if not await store.claim_thread(
-        tenant_id=tenant_id, thread_id=thread_id, owner=owner, ttl_seconds=ttl_seconds
-    ):
-        return False, None
-    try:
-        tail = await store.read_tail(
-            tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
-        )
-    except NotFoundError:
-        return True, None
-    return True, tail
+    claim = await claim_and_open(
+        store,
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        owner=owner,
+        ttl_seconds=ttl_seconds,
+        tokenizer=tokenizer,
+        limit=limit,
+    )
+    return claim.taken, claim.tail
 
 
 async def append_and_release(
