@@ -179,20 +179,33 @@ async def test_the_ask_lock_opens_a_new_thread_with_its_first_turns_in_its_own_t
     assert went_on.tail == await store.read_tail(**ids, tokenizer=tokenizer, limit=3)
     assert len(await store.list_turns(**ids)) == 3
     await store.release_thread(**ids, owner="b")
+    known = await store.claim_and_open(**claim, owner="b", opening=[{"role": "wizard"}])
+    assert (known.taken, known.opened) == (True, [])  # seen with turns: no opening is made
+    await store.release_thread(**ids, owner="b")
 
     emptied = {**claim, "thread_id": "emptied"}
     await store.claim_and_open(**emptied, owner="c", opening=[user("gone")])
     await store.release_thread(tenant_id=tenant, thread_id="emptied", owner="c")
     await store.pop_turns(tenant_id=tenant, thread_id="emptied")
+    stale = await store.claim_and_open(**emptied, owner="c", opening=[user("Back?")])
+    assert stale.opened == []  # last seen with a turn: the ask appends it the ordinary way
+    assert stale.tail is not None  # ... and the read shows it empty now
+    await store.release_thread(tenant_id=tenant, thread_id="emptied", owner="c")
     reopened = await store.claim_and_open(**emptied, owner="c", opening=[user("Back?")])
     assert reopened.tail is not None
     assert reopened.tail.thread.turn_count == 0
     assert [(t.seq, t.content) for t in reopened.opened] == [(1, "Back?")]
-    counted_otherwise = {**claim, "thread_id": "counted otherwise"}
-    await store.append(tenant_id=tenant, thread_id="counted otherwise", messages=[user("x")])
-    await store.pop_turns(tenant_id=tenant, thread_id="counted otherwise")
-    kept = await store.claim_and_open(**counted_otherwise, owner="c", opening=[user("Y?")])
-    assert (kept.taken, kept.opened) == (True, [])  # its counts are not the opening's: append
+    other_ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "counted otherwise"}
+    other_model = wm.ModelInfo(id="gpt-3.5-turbo", context_window=16_000)
+    await store.append(**other_ids, messages=[user("x")])
+    await store.read_tail(**other_ids, tokenizer=wm.tokenizer_for(other_model), limit=1)
+    await store.pop_turns(**other_ids)
+    for owner in ("c", "d"):  # the second ask knows the thread is empty: its counts differ
+        kept = await store.claim_and_open(
+            **{**claim, **other_ids}, owner=owner, opening=[user("Y?")]
+        )
+        assert (kept.taken, kept.opened) == (True, [])  # appended the ordinary way
+        await store.release_thread(**other_ids, owner=owner)
 
     fresh = {**claim, "thread_id": "fresh"}
     with pytest.raises(wm.ValidationError):

@@ -619,7 +619,8 @@ class SQLThreads:
         planned: list[PlannedTurn] = []
         origins: Sequence[Origin] = []
         now = _rows.utcnow()
-        if opening:
+        seen = self._known.get(tenant_id, thread_id)
+        if opening and (seen is None or seen.turn_count == 0):  # else it has turns: no opening
             if user_id is not None:
                 check_id("user_id", user_id)
             clean, origins = normalize_turns(opening)  # a ValidationError before the lock

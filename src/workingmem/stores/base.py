@@ -382,9 +382,10 @@ class AskLockStore(Protocol):
         the same trip, `opening` appended as the thread's
         first turns when the lock was taken and the thread has none yet: a new thread needs no
         trip of its own for its first turns. `opening` is validated as `append` validates it,
-        before the lock is asked for (a `ValidationError`, nothing taken); messages that
-        cannot open a thread at once (a tool result first) are not written, and `append`
-        says why."""
+        before the lock is asked for (a `ValidationError`, nothing taken), when the store
+        cannot tell that the thread has turns (the SQL stores remember the threads they saw:
+        a thread seen with turns is sent no opening); messages that cannot open a thread at
+        once (a tool result first) are not written, and `append` says why."""
         ...
 
     async def append_and_release(
