@@ -231,10 +231,12 @@ async def test_a_known_thread_counted_with_another_tokenizer_is_read_again() -> 
 async def test_an_ask_reads_no_window_its_locks_read_holds_it(
     store: wm.Store, tenant: str, monkeypatch: pytest.MonkeyPatch, resent: bool
 ) -> None:
-    """The ask lock's read takes what the window's first read would (for one new message),
-    or the whole history a client resends: the window is chosen from it and the turns the
-    ask appended, and the thread is not read again, however long. Either way the upstream
-    gets the same request."""
+    """The ask lock's read takes what the window's first read would (for one new message,
+    where a read is a round trip: PostgreSQL), or the whole history a client resends: the
+    window is chosen from it and the turns the ask appended, and the thread is not read
+    again, however long. On SQLite a one-message ask on a thread longer than the lock's
+    read reads its window apart, outside the lock's write transaction. Either way the
+    upstream gets the same request."""
     reads: list[int] = []
     read_tail = store.read_tail
 
@@ -260,5 +262,6 @@ async def test_an_ask_reads_no_window_its_locks_read_holds_it(
                 result = await gateway.ask(tenant_id=tenant, thread_id="th", message=question)
             history.append({"role": "assistant", "content": result.answer})
             sent.append(up.requests[-1]["messages"][1:])
-            assert reads == []
+            apart = isinstance(store, wm.stores.SQLiteStore) and not resent and len(history) > 4
+            assert bool(reads) == apart, reads
     assert sent == [history[: 2 * n + 1] for n in range(4)]

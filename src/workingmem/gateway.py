@@ -588,8 +588,9 @@ class Gateway:
         lock (renewed while held, so a crashed holder frees it within `ASK_LOCK_SECONDS`). A
         thread busy for longer than `busy_wait_seconds` is a `ConflictError` (409). The
         thread's `limit` newest turns are read with the lock, in the same trip where the store
-        can (with `window`, as many more as the window's first read would take), and a new
-        thread is opened with `opening`'s turns there too (`claim_and_open`).
+        can (with `window`, as many more as the window's first read would take, where that
+        saves a trip), and a new thread is opened with `opening`'s turns there too
+        (`claim_and_open`).
         The answer's append may give the lock back (`_store_output`); else it is given back
         here."""
         local = self._turns.setdefault((tenant_id, thread_id), asyncio.Lock())
@@ -599,7 +600,6 @@ class Gateway:
             deadline = time.monotonic() + self.config.busy_wait_seconds
             delay = 0.01
             ids = {"tenant_id": tenant_id, "thread_id": thread_id, "owner": owner}
-            read, tokens = (limit, None) if window is None else (max(limit, window[0]), window[1])
             while True:
                 try:
                     claim = await claim_and_open(
@@ -607,8 +607,8 @@ class Gateway:
                         **ids,
                         ttl_seconds=ASK_LOCK_SECONDS,
                         tokenizer=tokenizer,
-                        limit=read,
-                        tokens=tokens,
+                        limit=limit,
+                        window=window,
                         opening=opening.items if opening is not None else (),
                         user_id=opening.user_id if opening is not None else None,
                     )
@@ -624,7 +624,7 @@ class Gateway:
                     )
                 await asyncio.sleep(delay)  # another process holds it: a short backoff
                 delay = min(delay * 2, 0.25)
-            lock = _AskLock(owner, NewestRead(read, claim.tail), claim.opened)
+            lock = _AskLock(owner, NewestRead(limit, claim.tail), claim.opened)
             lock.renewing = renewing = asyncio.create_task(
                 keep_renewed(
                     lambda: self.store.renew_thread(

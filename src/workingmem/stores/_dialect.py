@@ -146,6 +146,9 @@ class Dialect(ABC):
     """``sqlite`` or ``postgres``: the folder of its migrations."""
     lock: str
     """Appended to a SELECT inside a write to lock the rows it reads (or "")."""
+    window_with_lock: bool = True
+    """Whether an ask lock's read takes the window's first page too (`claim_and_open`'s
+    `window`): where every statement is a round trip, it saves the window's own."""
 
     def lock_of(self, alias: str) -> str:
         """Appended to a SELECT with joins to lock only the rows of table `alias`."""

@@ -609,7 +609,7 @@ class SQLThreads:
         ttl_seconds: float,
         tokenizer: Tokenizer,
         limit: int,
-        tokens: int | None = None,
+        window: tuple[int, int | None] | None = None,
         opening: Sequence[Any] = (),
         user_id: str | None = None,
     ) -> Claim:
@@ -633,7 +633,7 @@ class SQLThreads:
                 write = replace(write, held=owner)
         claimed, found, base = await self._dialect.claim_and_read_tail(
             self._claim("thread_locks", keys, owner, ttl_seconds),
-            TailRead(tokenizer.key, tenant_id, thread_id, limit, tokens=tokens),
+            _lock_read(tokenizer, tenant_id, thread_id, limit, window, self._dialect),
             write,
         )
         if not claimed:
@@ -960,6 +960,22 @@ class SQLThreads:
         table: str, keys: Mapping[str, object], owner: str
     ) -> tuple[str, tuple[object, ...]]:
         return release_sql(table, list(keys)), (*keys.values(), owner)
+
+
+def _lock_read(
+    tokenizer: Tokenizer,
+    tenant_id: str,
+    thread_id: str,
+    limit: int,
+    window: tuple[int, int | None] | None,
+    dialect: Dialect,
+) -> TailRead:
+    """The read an ask lock takes: `limit` turns, and the window's first page where the
+    dialect folds it in (`Dialect.window_with_lock`)."""
+    if window is None or not dialect.window_with_lock:
+        return TailRead(tokenizer.key, tenant_id, thread_id, limit)
+    turns, tokens = window
+    return TailRead(tokenizer.key, tenant_id, thread_id, max(limit, turns), tokens=tokens)
 
 
 def _known_write(

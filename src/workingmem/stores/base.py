@@ -374,12 +374,14 @@ class AskLockStore(Protocol):
         ttl_seconds: float,
         tokenizer: Tokenizer,
         limit: int,
-        tokens: int | None = None,
+        window: tuple[int, int | None] | None = None,
         opening: Sequence[MessageIn | NativeItem] = (),
         user_id: str | None = None,
     ) -> Claim:
-        """`claim_and_read_tail` (`tokens`: the read's token goal, as `read_tail`'s), and, in
-        the same trip, `opening` appended as the thread's
+        """`claim_and_read_tail`; with `window` (the turns and the token goal of the caller's
+        window's first read, `WorkingMemory.first_read`), a store whose reads are round trips
+        reads that much with the lock (at least `limit` turns, or through the goal), so the
+        window needs no read of its own. In the same trip, `opening` appended as the thread's
         first turns when the lock was taken and the thread has none yet: a new thread needs no
         trip of its own for its first turns. `opening` is validated as `append` validates it,
         before the lock is asked for (a `ValidationError`, nothing taken), when the store
@@ -422,7 +424,7 @@ async def claim_and_open(
     ttl_seconds: float,
     tokenizer: Tokenizer,
     limit: int,
-    tokens: int | None = None,
+    window: tuple[int, int | None] | None = None,
     opening: Sequence[MessageIn | NativeItem] = (),
     user_id: str | None = None,
 ) -> Claim:
@@ -436,7 +438,7 @@ async def claim_and_open(
             ttl_seconds=ttl_seconds,
             tokenizer=tokenizer,
             limit=limit,
-            tokens=tokens,
+            window=window,
             opening=opening,
             user_id=user_id,
         )
@@ -444,6 +446,9 @@ async def claim_and_open(
         tenant_id=tenant_id, thread_id=thread_id, owner=owner, ttl_seconds=ttl_seconds
     ):
         return Claim(taken=False, tail=None)
+    tokens = None
+    if window is not None:  # the lock's read and the window's are a trip each anyway
+        limit, tokens = max(limit, window[0]), window[1]
     try:
         tail = await store.read_tail(
             tenant_id=tenant_id,

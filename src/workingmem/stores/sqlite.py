@@ -377,6 +377,9 @@ class SQLiteDialect(Dialect):
     the thread (see `_Session`). The loop's writer never checkpoints (a checkpoint syncs the
     file): every `CHECKPOINT_CHANGES` rows it wrote, the writer's thread does."""
 
+    window_with_lock = False
+    """The window's read costs no round trip here (the loop's reader connection), and in the
+    claim's transaction it would hold the write lock for as long as it reads."""
     name = "sqlite"
     lock = ""  # BEGIN IMMEDIATE serializes writers, across processes too
 
