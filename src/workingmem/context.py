@@ -41,6 +41,7 @@ __all__ = [
     "AssembledContext",
     "AssemblyWarning",
     "ContextAssembler",
+    "output_reserve",
     "render_memory_slot",
 ]
 
@@ -90,6 +91,12 @@ def _render_system(template: str, memory: str) -> str:
     return f"{template.rstrip()}\n\n{memory}".strip() if memory else template.strip()
 
 
+def output_reserve(override: int | None, profile: Profile, model: ModelInfo) -> int:
+    """The tokens a request keeps for its answer: the call's own, else the profile's, else the
+    model's `max_output_tokens`."""
+    return override or profile.output_reserve_tokens or model.max_output_tokens
+
+
 class ContextAssembler:
     """Builds the model request: system prompt, memory, history, under the window."""
 
@@ -129,7 +136,7 @@ class ContextAssembler:
         tokenizer = tokenizer_for(model)
         template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
         instructions = await self._instructions(tenant_id, thread_id, user_id)
-        reserve = output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
+        reserve = output_reserve(output_reserve_tokens, profile, model)
         tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
 
         bare = _render_system(template, render_memory_slot(instructions, ""))
@@ -210,7 +217,7 @@ class ContextAssembler:
         system = _system_message(_render_system(template, render_memory_slot(instructions, "")))
         tokens = tokenizer.count_message(system)
         tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
-        reserve = output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
+        reserve = output_reserve(output_reserve_tokens, profile, model)
         return AssembledContext(
             messages=[system],
             tokens=tokens + tokenizer.reply_overhead,
@@ -255,7 +262,7 @@ class ContextAssembler:
                 sent.insert(0, _system_message(slot))
         tokens = sum(tokenizer.count_message(m) for m in sent) + tokenizer.reply_overhead
         tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
-        reserve = output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
+        reserve = output_reserve(output_reserve_tokens, profile, model)
         return AssembledContext(
             messages=sent,
             tokens=tokens,

@@ -36,7 +36,7 @@ from typing import Any, Self
 from .agent_memory import AgentMemory, AgentMemoryConfig
 from .background import BackgroundQueue
 from .config import Profile
-from .context import AssembledContext, AssemblyWarning, ContextAssembler
+from .context import AssembledContext, AssemblyWarning, ContextAssembler, output_reserve
 from .conversations import extends, find_conversation
 from .errors import ConflictError, ValidationError, WorkingMemoryError
 from .formats import carrying
@@ -661,10 +661,7 @@ class Gateway:
         if not isinstance(memory, WorkingMemory):
             return None
         model, profile = plan.model, plan.profile
-        reserve = (
-            plan.output_reserve_tokens or profile.output_reserve_tokens or model.max_output_tokens
-        )
-        budget = model.context_window - reserve
+        budget = model.context_window - output_reserve(plan.output_reserve_tokens, profile, model)
         if budget <= 0:
             return None
         return memory.first_read(model=model, profile=profile, budget_tokens=budget)

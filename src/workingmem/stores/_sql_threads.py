@@ -29,7 +29,7 @@ from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows, _search
 from ._dialect import Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
 from ._known import KnownThreads
-from .base import Claim, StateWrite, Tail
+from .base import Claim, StateWrite, Tail, with_window
 
 __all__ = [
     "INSERT_THREAD",
@@ -972,10 +972,8 @@ def _lock_read(
 ) -> TailRead:
     """The read an ask lock takes: `limit` turns, and the window's first page where the
     dialect folds it in (`Dialect.window_with_lock`)."""
-    if window is None or not dialect.window_with_lock:
-        return TailRead(tokenizer.key, tenant_id, thread_id, limit)
-    turns, tokens = window
-    return TailRead(tokenizer.key, tenant_id, thread_id, max(limit, turns), tokens=tokens)
+    turns, tokens = with_window(limit, window if dialect.window_with_lock else None)
+    return TailRead(tokenizer.key, tenant_id, thread_id, turns, tokens=tokens)
 
 
 def _known_write(

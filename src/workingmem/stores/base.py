@@ -46,6 +46,7 @@ __all__ = [
     "claim_and_read_tail",
     "locks_asks",
     "read_turns",
+    "with_window",
 ]
 
 
@@ -446,9 +447,7 @@ async def claim_and_open(
         tenant_id=tenant_id, thread_id=thread_id, owner=owner, ttl_seconds=ttl_seconds
     ):
         return Claim(taken=False, tail=None)
-    tokens = None
-    if window is not None:  # the lock's read and the window's are a trip each anyway
-        limit, tokens = max(limit, window[0]), window[1]
+    limit, tokens = with_window(limit, window)  # here the window's read would be a trip too
     try:
         tail = await store.read_tail(
             tenant_id=tenant_id,
@@ -460,6 +459,14 @@ async def claim_and_open(
     except NotFoundError:
         return Claim(taken=True, tail=None)
     return Claim(taken=True, tail=tail)
+
+
+def with_window(limit: int, window: tuple[int, int | None] | None) -> tuple[int, int | None]:
+    """The turns and the token goal of an ask lock's read of `limit` turns that takes the
+    window's first page too (`AskLockStore.claim_and_open`'s `window`)."""
+    if window is None:
+        return limit, None
+    return max(limit, window[0]), window[1]
 
 
 async def claim_and_read_tail(
