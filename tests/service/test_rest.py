@@ -212,6 +212,13 @@ THREAD = {"X-Thread-Id": "th"}
             "POST", CHAT, {"json": HI, "headers": {**THREAD, "X-Profile": "nope"}}, 400, id="prof"
         ),
         pytest.param(
+            "POST",
+            CHAT,
+            {"json": HI, "headers": {**THREAD, "X-Workingmem-History": "all"}},
+            422,
+            id="history",
+        ),
+        pytest.param(
             "POST", CHAT, {"json": {**HI, "model": "m" * 300}, "headers": THREAD}, 422, id="model"
         ),
         pytest.param(
@@ -244,6 +251,44 @@ async def test_a_malformed_request_is_a_4xx_with_a_reason(
 ) -> None:
     response = await api.request(method, path, **options)
     assert_openai_error(response, status)
+
+
+async def test_every_route_the_model_answers_publishes_the_ask_headers_it_reads(
+    api: httpx.AsyncClient,
+) -> None:
+    """The ask headers are read from the request, not declared one by one, so the document
+    states them apart: each route that reads them must publish all four."""
+    document = (await api.get("/openapi.json")).json()
+    for path in (
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+    ):
+        published = {
+            p["name"]: p["schema"]
+            for p in document["paths"][path]["post"]["parameters"]
+            if p["in"] == "header"
+        }
+        assert published["X-Workingmem-History"]["enum"] == ["memory", "client"], path
+        assert published["X-Profile"]["enum"] == ["default"], path
+        for name in ("X-Thread-Id", "X-User-Id"):
+            assert published[name]["maxLength"] == 256, (path, name)
+
+
+async def test_an_unknown_history_header_is_refused_naming_it_and_nothing_is_stored(
+    api: httpx.AsyncClient,
+) -> None:
+    response = await api.post(
+        CHAT, headers={"X-Thread-Id": "hist", "X-Workingmem-History": "Client"}, json=HI
+    )
+    assert assert_openai_error(response, 422)["param"] == "header.X-Workingmem-History"
+    assert (await api.get("/v1/threads/hist/messages")).status_code == 404
+    for history in ("memory", "client"):
+        answer = await api.post(
+            CHAT, headers={"X-Thread-Id": "hist", "X-Workingmem-History": history}, json=HI
+        )
+        assert answer.status_code == 200, answer.text
 
 
 async def test_a_thread_id_may_hold_slashes_and_unicode(api: httpx.AsyncClient) -> None:

@@ -51,6 +51,7 @@ from workingmem.errors import ValidationError
 from workingmem.tokens import GGUF_KEY_PREFIX, register_scheme
 from workingmem.tokens._chat import ChatTokenizer
 from workingmem.tokens._hf import HF_REPLY_PRIMING, HF_TOKENS_PER_MESSAGE
+from workingmem.tokens._recent import RecentCounts
 
 from ._weights import file_sha256
 
@@ -104,6 +105,7 @@ class GGUFTokenizer(ChatTokenizer):
     def __init__(self, path: Path, sha256: str, vocab: _Vocab) -> None:
         self._vocab = vocab
         self._count_lock = threading.Lock()
+        self._count = RecentCounts(self._count_vocab)
         overhead = _chat_overhead(vocab)
         super().__init__(
             key=f"{GGUF_KEY_PREFIX}{sha256}",
@@ -121,8 +123,9 @@ class GGUFTokenizer(ChatTokenizer):
 
     def count_text(self, text: str) -> int:
         """The tokens of `text` alone: no BOS, special tokens parsed as the worker parses them."""
-        if not text:
-            return 0
+        return self._count(text) if text else 0
+
+    def _count_vocab(self, text: str) -> int:
         data = text.encode("utf-8", errors="replace")
         with self._count_lock:
             return self._vocab.count(data, special=True)

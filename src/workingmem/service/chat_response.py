@@ -11,7 +11,6 @@ client), the body is built from the result.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ..gateway import AskResult
@@ -40,7 +39,7 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
             ],
             usage=CompletionUsage.of(result.usage),
         ).model_dump(mode="json", exclude_none=True)
-    body = copy.deepcopy(result.response)
+    body = _writable(result.response)
     body.setdefault("id", completion_id)
     body.setdefault("object", "chat.completion")
     body.setdefault("created", created)
@@ -64,4 +63,19 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
         message["tool_calls"] = list(result.tool_calls)
     else:
         message.pop("tool_calls", None)
+    return body
+
+
+def _writable(response: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the levels `completion_body` writes (the body, its choices, their messages),
+    sharing the rest with the stored result: a deep copy cost more than the whole body's
+    building."""
+    body = dict(response)
+    choices = []
+    for choice in body["choices"]:
+        choice = dict(choice)
+        if isinstance(choice.get("message"), dict):
+            choice["message"] = dict(choice["message"])
+        choices.append(choice)
+    body["choices"] = choices
     return body

@@ -20,6 +20,7 @@ from typing import Any
 
 from workingmem.errors import ValidationError
 from workingmem.tokens._chat import ChatTokenizer
+from workingmem.tokens._recent import RecentCounts
 
 __all__ = [
     "HF_KEY_PREFIX",
@@ -63,11 +64,12 @@ class HFTokenizer(ChatTokenizer):
             reply_overhead=HF_REPLY_PRIMING,
         )
         self.path = path
-        self._encode = backend.encode
+        encode = backend.encode
+        self._count = RecentCounts(lambda text: len(encode(text, add_special_tokens=False).ids))
 
     def count_text(self, text: str) -> int:
         """The tokens of `text` alone, without the BOS/EOS the post-processor would add."""
-        return len(self._encode(text, add_special_tokens=False).ids)
+        return self._count(text)
 
 
 def resolve_tokenizer_json(spec: str) -> Path:

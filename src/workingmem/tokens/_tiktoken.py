@@ -35,6 +35,7 @@ from tiktoken_ext import openai_public
 
 from workingmem.errors import WorkingMemoryError
 from workingmem.tokens._chat import ChatTokenizer
+from workingmem.tokens._recent import RecentCounts
 
 __all__ = [
     "EXACT_ENCODINGS",
@@ -109,7 +110,8 @@ class TiktokenTokenizer(ChatTokenizer):
     def __init__(self, name: str) -> None:
         super().__init__(key=f"tiktoken:{name}", exact=True)
         self.name = name
-        self._encode = encoding(name).encode_ordinary
+        encode = encoding(name).encode_ordinary
+        self._count = RecentCounts(lambda text: len(encode(text)))
 
     def count_text(self, text: str) -> int:
         """The tokens of `text`; special-token strings in it count as ordinary text.
@@ -117,7 +119,7 @@ class TiktokenTokenizer(ChatTokenizer):
         ``encode_ordinary`` because that is what the API does with user text: a
         ``<|endoftext|>`` typed by a user is plain characters, not the special token.
         """
-        return len(self._encode(text))
+        return self._count(text)
 
 
 def _build(name: str) -> tiktoken.Encoding:

@@ -31,10 +31,7 @@ from ..chat_response import completion_body
 from ..chat_schemas import ORDER_RULES, ChatCompletion, ChatCompletionRequest, forwarded
 from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..errors import ApiError
-from ..params import (
-    AskHeaders,
-    thread_header,
-)
+from ..params import ASK_HEADERS_DOC, AskHeaders, thread_header
 from ..sse import StreamInfo, answer_events, first_piece
 from ..state import get_services
 from ..turns import plan_turns
@@ -51,6 +48,7 @@ router = APIRouter(tags=["chat"], responses=ERRORS)
     responses={200: {"content": {"text/event-stream": {}}}, **BUSY, **UPSTREAM},
     summary="Answer the thread's new turns, with its memory",
     description=ORDER_RULES,
+    openapi_extra=ASK_HEADERS_DOC,
 )
 async def chat_completions(
     body: ChatCompletionRequest,

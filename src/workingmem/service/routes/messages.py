@@ -49,7 +49,7 @@ from ..messages_schemas import (
     MessageCreateRequest,
     dumped_messages,
 )
-from ..params import AskHeaders, thread_header
+from ..params import ASK_HEADERS_DOC, AskHeaders, thread_header
 from ..sse import first_event
 from ..state import get_services
 
@@ -94,6 +94,7 @@ SessionHeader = Annotated[
     responses={200: {"content": {"text/event-stream": {}}}},
     summary="Answer the thread's new turns, with its memory (Anthropic's Messages API)",
     description=RULES,
+    openapi_extra=ASK_HEADERS_DOC,
 )
 async def create_message(
     body: MessageCreateRequest,
@@ -229,6 +230,7 @@ def _message(info: MessageInfo, result: AskResult) -> dict[str, Any]:
     "/v1/messages/count_tokens",
     summary="The input tokens the request would cost upstream, with the memory",
     description=RULES,
+    openapi_extra=ASK_HEADERS_DOC,
 )
 async def count_tokens(
     body: MessageCountTokensRequest,

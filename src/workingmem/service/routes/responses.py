@@ -38,6 +38,7 @@ from ..auth import Tenant
 from ..disconnect import ClientDisconnectedError, unless_disconnected
 from ..errors import ApiError
 from ..params import (
+    ASK_HEADERS_DOC,
     AskHeaders,
     Page,
     ResponseIdPath,
@@ -178,6 +179,7 @@ async def _fork(gateway: Gateway, tenant: str, previous: StoredResponse) -> _Tar
     responses={200: {"content": {"text/event-stream": {}}}, **BUSY, **UPSTREAM},
     summary="Answer the thread's new input, with its memory",
     description=RULES,
+    openapi_extra=ASK_HEADERS_DOC,
 )
 async def create_response(
     body: ResponseCreateRequest,

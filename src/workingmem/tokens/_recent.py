@@ -1,0 +1,56 @@
+"""The counts of the texts a tokenizer counted last, so that a text counted again costs a look-up.
+
+    self._count = RecentCounts(lambda text: len(encode(text)))
+    self._count("You are a helpful assistant...")   # encoded
+    self._count("You are a helpful assistant...")   # found: a hash and a comparison
+
+Requests count the same texts over and over: the client's system prompt and tool definitions
+on every call, the thread memory's notes until the next update, a question when its window is
+chosen and again when it is stored. A tokenizer reads every character (o200k_base: 0.15 ms for
+2,000 characters, 2 ms for 40,000); finding a text counted before hashes and compares it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+__all__ = ["RecentCounts"]
+
+MIN_CHARS = 32
+"""Shorter texts are counted every time: a few microseconds, less than keeping them."""
+MAX_CHARS = 1 << 20
+"""The characters the counts keep, all texts together (a text longer than this is not kept)."""
+
+
+class RecentCounts:
+    """`count` with the counts of the last texts it counted, up to `max_chars` characters
+    in all, the oldest forgotten first. Safe from any thread: a look-up takes no lock, a new
+    count is kept under one."""
+
+    def __init__(
+        self, count: Callable[[str], int], *, max_chars: int = MAX_CHARS, min_chars: int = MIN_CHARS
+    ) -> None:
+        self._count = count
+        self._max_chars = max_chars
+        self._min_chars = min_chars
+        self._counts: dict[str, int] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> int:
+        if len(text) < self._min_chars or len(text) > self._max_chars:
+            return self._count(text)
+        found = self._counts.get(text)
+        if found is not None:
+            return found
+        counted = self._count(text)
+        with self._lock:
+            if text not in self._counts:
+                self._counts[text] = counted
+                self._chars += len(text)
+                while self._chars > self._max_chars:
+                    oldest = next(iter(self._counts))
+                    self._chars -= len(oldest)
+                    del self._counts[oldest]
+        return counted
