@@ -123,6 +123,7 @@ def serve_service(upstream_url: str, workers: int) -> None:
         upstream_base_url=upstream_url,
         upstream_api_key="bench",
         profiles=(window,),
+        tune_gc=True,  # as `workingmem serve` runs it
     )
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets accepted from a socket of
     # that proto; without it every keep-alive request waits ~40 ms (Nagle + delayed ACK).

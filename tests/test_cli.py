@@ -380,6 +380,7 @@ def test_serve_takes_the_upstreams_timeout_and_retries(
     assert result.exit_code == 0, result.output
     settings = served[0].state.settings
     assert (settings.upstream_timeout, settings.upstream_max_retries) == (15.0, 0)
+    assert settings.tune_gc  # the process is the server's own
 
 
 def test_serve_with_workers_hands_its_settings_to_the_workers_factory(
@@ -404,6 +405,7 @@ def test_serve_with_workers_hands_its_settings_to_the_workers_factory(
     settings = ServiceSettings.from_env()
     assert (settings.database_url, settings.upstream_timeout) == (db, 15.0)
     assert settings.upstream_base_url == "http://127.0.0.1:9/v1"
+    assert settings.tune_gc  # each worker's process is the server's own too
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-workers")
     claude = ["serve", "--db", db, "--upstream-api", "anthropic", "--workers", "2"]
     assert runner.invoke(app, claude).exit_code == 0

@@ -532,6 +532,7 @@ def serve(
         agent_memory=agent_memory,
         mcp_user=mcp_user,
         recall_ratio=recall,
+        tune_gc=True,  # the process is the server's own
     )
     if have_keys:
         console.print("API keys: every request needs 'Authorization: Bearer <key>'.")

@@ -7,8 +7,8 @@ from typing import Any
 
 from workingmem.context import AssembledContext
 from workingmem.gateway import AskResult
-from workingmem.service.chat_response import completion_body
 from workingmem.llm import Usage
+from workingmem.service.chat_response import completion_body
 
 
 def _result(response: dict[str, Any], **fields: Any) -> AskResult:
@@ -55,11 +55,14 @@ def test_the_body_is_the_upstream_s_with_the_stored_answer_and_the_result_is_unt
     body = completion_body(result, completion_id="chatcmpl-ours", created=7)
 
     assert result.response == kept  # the stored result is not written through the body
-    assert body["id"] == "chatcmpl-up" and body["object"] == "chat.completion"
-    assert body["created"] == 7 and body["system_fingerprint"] == "fp"
+    assert body["id"] == "chatcmpl-up"
+    assert body["object"] == "chat.completion"
+    assert body["created"] == 7
+    assert body["system_fingerprint"] == "fp"
     first, second = body["choices"]
     assert first["message"] == {"role": "assistant", "content": "It rains."}  # no gateway call
     assert first["finish_reason"] == "stop"
     assert first["logprobs"] == kept["choices"][0]["logprobs"]
     assert second["message"] == {}
-    assert body["usage"]["prompt_tokens"] == 3 and body["usage"]["completion_tokens"] == 2
+    assert body["usage"]["prompt_tokens"] == 3
+    assert body["usage"]["completion_tokens"] == 2

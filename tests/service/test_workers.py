@@ -58,6 +58,7 @@ def test_settings_cross_to_another_process_whole_but_the_key(
         recall_ratio=0.4,
         local_model_path="/models/qwen2.5-0.5b-instruct-q4_k_m.gguf",
         local_model_sha256="ab" * 32,
+        tune_gc=True,
     )
     written = settings.to_json()
     assert "sk-secret-not-copied" not in written

@@ -17,7 +17,8 @@ The lifespan owns what the app builds: it opens the store (migrating it), builds
 over the upstream (`workingmem.embedded.choose_upstream`: the configured OpenAI-compatible one,
 else the local model), and starts its background queue; on shutdown it drains
 the queue (every pending memory update runs), then closes the client and the store. A gateway
-passed in is the host's: the app starts its queue and closes nothing.
+passed in is the host's: the app starts its queue and closes nothing. In a process of its own
+(`ServiceSettings.tune_gc`), once started, it tunes the garbage collector (`collector`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..gateway_config import Profiles
 from ..llm.openai_client import aiohttp_available
 from ..stores import open_store
 from ..stores.keys import ApiKeyStore
+from .collector import tune_for_serving
 from .errors import install_error_handlers
 from .limits import BodyLimitMiddleware
 from .metrics import Metrics, MetricsMiddleware
@@ -129,13 +131,14 @@ def create_app(
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: ServiceSettings = app.state.settings
     injected = getattr(app.state, "services", None)
     if isinstance(injected, Services):
         injected.gateway.queue.start()
         async with mcp_route.serving(app, injected):
+            _started(settings)
             yield
         return
-    settings: ServiceSettings = app.state.settings
     metrics: Metrics = app.state.metrics
     async with AsyncExitStack() as stack:
         store = await open_store(settings.database_url)
@@ -174,9 +177,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         try:
             async with mcp_route.serving(app, services):
+                _started(settings)
                 yield
         finally:
             del app.state.services
+
+
+def _started(settings: ServiceSettings) -> None:
+    if settings.tune_gc:
+        tune_for_serving()
 
 
 def _keys_of(gateway: Gateway, keys: ApiKeyStore | None) -> ApiKeyStore:

@@ -82,6 +82,11 @@ class ServiceSettings:
     local_model_sha256: str | None = None
     """The SHA-256 `local_model_path` must have, checked before it is loaded (None: not
     checked; `from_env` reads ``WORKINGMEM_LOCAL_MODEL_SHA256`` into it)."""
+    tune_gc: bool = False
+    """True: the process is the server's alone (``workingmem serve`` sets it), so once started
+    it sets what startup built out of the garbage collector's reach and collects the young
+    generation less often (`workingmem.service.collector`). False leaves the collector of a
+    process the app shares as it is."""
 
     def __post_init__(self) -> None:
         if self.recall_ratio is not None and not 0 <= self.recall_ratio < 1:
@@ -156,6 +161,7 @@ class ServiceSettings:
                 "recall_ratio": self.recall_ratio,
                 "local_model_path": self.local_model_path,
                 "local_model_sha256": self.local_model_sha256,
+                "tune_gc": self.tune_gc,
             }
         )
 
