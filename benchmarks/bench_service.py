@@ -8,9 +8,11 @@ and PostgreSQL; the server's CPU per request from its processes' CPU time.
 
 The processes, so that the load generator and the servers never share an event loop or a GIL:
 
-- this one, the load generator: N concurrent clients on one event loop, each an
-  `httpx.AsyncClient` with one keep-alive connection; the messages are LoCoMo user turns (see
-  `_data`);
+- the load generator: wrk when it is on PATH (`_wrk`: N keep-alive connections driven from C,
+  so that the servers get the cores; ``--load httpx`` for the other), else this process: N
+  concurrent clients on one event loop, each an `httpx.AsyncClient` with one keep-alive
+  connection, which spend more CPU a request than our server does; the messages are LoCoMo
+  user turns (see `_data`);
 - the instant upstream (`_instant_upstream`, this script with ``--serve-upstream``): a raw
   asyncio HTTP/1.1 keep-alive server that answers "OK." at once (as server-sent events when
   asked to stream);
@@ -76,6 +78,7 @@ from _data import read_conversations, thread_messages
 from _instant_upstream import ANSWER, serve_upstream
 from _litellm import DEFAULT_VENV, ensure_litellm, litellm_version, proxy_command
 from _processes import cpu_seconds, free_port, server_process, stack_of, tree_cpu_seconds
+from _wrk import WrkResult, run_wrk, wrk_path, wrk_version
 from bench_gateway import build_thread, load_average, ms, print_table, progress
 from workingmem.gateway_config import GatewayConfig
 from workingmem.service import LOCAL_TENANT
@@ -96,6 +99,8 @@ DATABASE_ENV = "WORKINGMEM_DATABASE_URL"
 SERVICE_DEFAULTS = GatewayConfig()
 MODEL_ID = SERVICE_DEFAULTS.default_model
 """The model the clients name: the service's default (its helper calls use the same one)."""
+WRK_BODIES = 512
+"""The bodies a wrk run cycles through (LoCoMo user turns)."""
 TARGET_RPS_RATIO = 10.0
 TARGET_FRESH_MS = 2.0
 TARGET_PER_MESSAGE_US = 10.0
@@ -207,17 +212,25 @@ class Point:
     """Background jobs waiting or running when the run ended."""
     drain_s: float = 0.0
     outcomes: Counter[str] = field(default_factory=Counter)
+    wrk: WrkResult | None = None
+    """The run's totals when wrk drove it (then `latencies` is empty)."""
 
     @property
     def key(self) -> tuple[str, str, bool, int]:
         return (self.path, self.kind, self.stream, self.clients)
 
     @property
+    def succeeded(self) -> int:
+        return self.wrk.succeeded if self.wrk is not None else len(self.latencies)
+
+    @property
     def rps(self) -> float:
-        return len(self.latencies) / self.elapsed if self.elapsed else 0.0
+        return self.succeeded / self.elapsed if self.elapsed else 0.0
 
     def quantile_ms(self, q: int) -> float:
-        """The q-th percentile in ms (q=50: the median)."""
+        """The q-th percentile in ms (q=50: the median; wrk's runs give 50 and 99)."""
+        if self.wrk is not None:
+            return {50: self.wrk.p50_ms, 99: self.wrk.p99_ms}[q]
         if len(self.latencies) < 2:
             return (self.latencies or [0])[0] / 1e6
         return statistics.quantiles(self.latencies, n=100, method="inclusive")[q - 1] / 1e6
@@ -225,7 +238,7 @@ class Point:
     def cpu_ms(self, process: str) -> float:
         """CPU ms of `process` per successful request (NaN when not measured)."""
         value = self.cpu.get(process, float("nan"))
-        return value * 1000 / len(self.latencies) if self.latencies else float("nan")
+        return value * 1000 / self.succeeded if self.succeeded else float("nan")
 
     @property
     def window(self) -> float:
@@ -321,6 +334,33 @@ async def upstream_stats(http: httpx.AsyncClient, procs: Processes) -> dict[str,
     return stats
 
 
+async def drive_wrk(
+    route: Route,
+    threads: Sequence[str],
+    bodies: list[bytes],
+    seconds: float,
+    point: Point | None,
+    fresh: bool,
+) -> None:
+    """`drive`, with wrk's connections for the clients (`_wrk`): a new thread a request
+    (`fresh`), else the one thread (one client)."""
+    name = (
+        {"fresh": f"{threads[0]}-{uuid.uuid4().hex[:8]}-"} if fresh else {"thread_id": threads[0]}
+    )
+    result = await run_wrk(
+        route.url,
+        bodies,
+        route.headers,
+        clients=len(threads),
+        seconds=seconds,
+        marker=json.dumps(ANSWER).encode(),
+        **name,
+    )
+    if point is not None:
+        point.wrk, point.elapsed = result, result.seconds
+        point.errors, point.first_error = result.failed, result.first_error
+
+
 async def measure_point(
     procs: Processes,
     route: Route,
@@ -328,10 +368,13 @@ async def measure_point(
     threads: Sequence[str],
     bodies: Iterator[bytes],
     seconds: float,
+    load: str = "httpx",
 ) -> Point:
     memory = route.path == "memory"
     service_url = route.url.removesuffix("/v1/chat/completions")
     fresh = point.kind == "fresh"
+    use_wrk = load == "wrk" and (fresh or len(threads) == 1)
+    wrk_bodies = list(itertools.islice(bodies, WRK_BODIES)) if use_wrk else []
     # A client of its own per thread: one httpx pool of N connections costs O(N) per request
     # (it checks every idle connection), which at 64 made the load generator the bottleneck.
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
@@ -342,13 +385,19 @@ async def measure_point(
         ]
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
         args = (clients, route.url, threads, bodies)
-        await drive(*args, WARMUP_SECONDS, route.headers, None, fresh)
+        if use_wrk:
+            await drive_wrk(route, threads, wrk_bodies, WARMUP_SECONDS, None, fresh)
+        else:
+            await drive(*args, WARMUP_SECONDS, route.headers, None, fresh)
         if memory:
             await drain(http, service_url, procs.workers)
             outcomes_before = (await service_state(http, service_url))[1]
         before = await upstream_stats(http, procs)
         cpu_before = procs.cpu()
-        await drive(*args, seconds, route.headers, point, fresh)
+        if use_wrk:
+            await drive_wrk(route, threads, wrk_bodies, seconds, point, fresh)
+        else:
+            await drive(*args, seconds, route.headers, point, fresh)
         after = await upstream_stats(http, procs)
         if memory:
             point.backlog = (await service_state(http, service_url))[0]
@@ -358,6 +407,8 @@ async def measure_point(
         cpu_after = procs.cpu()
         helpers_after = (await upstream_stats(http, procs))["helpers"]
     point.cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
+    if point.wrk is not None:
+        point.cpu["client"] += point.wrk.cpu_seconds
     point.answers = after["answers"] - before["answers"]
     point.messages = after["messages"] - before["messages"]
     point.helpers = helpers_after - before["helpers"]
@@ -446,6 +497,8 @@ class Plan:
     streams: list[bool]
     seconds: float
     repeat: int
+    load: str = "httpx"
+    """The load generator: ``wrk`` or ``httpx``."""
     litellm: Route | None = None
 
 
@@ -496,7 +549,9 @@ async def measure_store(
                     progress(f"{run.name} #{repeat + 1}: {route.path}, fresh, {mode}, {n} clients")
                     threads = [f"{prefix}fresh-{n}c-{i}" for i in range(n)]
                     point = Point(route.path, "fresh", stream, n)
-                    await measure_point(procs, route, point, threads, bodies[stream], plan.seconds)
+                    await measure_point(
+                        procs, route, point, threads, bodies[stream], plan.seconds, plan.load
+                    )
                     run.points.append(point)
                 for n in plan.window_clients:
                     progress(f"{run.name} #{repeat + 1}: memory, window, {mode}, {n} clients")
@@ -508,6 +563,7 @@ async def measure_store(
                         windows[repeat, stream, n],
                         bodies[stream],
                         plan.seconds,
+                        plan.load,
                     )
                     run.points.append(point)
             del procs.servers["memory"]
@@ -546,6 +602,7 @@ async def run_all(args: argparse.Namespace, conversations: Conversations) -> lis
         streams=[False, True] if args.stream == "both" else [args.stream == "on"],
         seconds=args.seconds,
         repeat=args.repeat,
+        load=args.load,
     )
     with (
         server_process("upstream", this_script("--serve-upstream"), {}) as (pid, port),
@@ -719,7 +776,7 @@ def print_store(run: StoreRun, seconds: float, workers: int) -> None:
             [
                 f"{n}",
                 f"{path}, {kind}, {mode_name(stream)}",
-                f"{sum(len(p.latencies) for p in points):,}",
+                f"{sum(p.succeeded for p in points):,}",
                 spread([p.rps for p in points], 0),
                 ms(median_of([p.quantile_ms(50) for p in points])),
                 ms(median_of([p.quantile_ms(99) for p in points])),
@@ -788,10 +845,17 @@ def print_header(
         "and helps, SUMMARY_BUFFER) and the profile 'window' (the same, SLIDING_WINDOW)"
     )
     print(f"LiteLLM: {litellm}")
-    print(
-        f"clients: httpx {httpx.__version__} AsyncClient each (one keep-alive connection), all on "
-        "one event loop; a request is one new LoCoMo user turn"
-    )
+    if args.load == "wrk":
+        print(
+            f"clients: {wrk_version()}, N keep-alive connections on one wrk thread (a Lua script "
+            "picks each request's body and thread; a window point of several clients: httpx); "
+            "a request is one new LoCoMo user turn"
+        )
+    else:
+        print(
+            f"clients: httpx {httpx.__version__} AsyncClient each (one keep-alive connection), "
+            "all on one event loop; a request is one new LoCoMo user turn"
+        )
     print(
         f"threads: fresh (a new thread per request) and window ({WINDOW_TURNS:,} LoCoMo turns "
         f"before the run; LoCoMo CC BY-NC 4.0, {args.data.name}, {len(conversations)} "
@@ -809,8 +873,8 @@ NOTES = [
     "stores the answer and queues the background update. litellm: the same body to LiteLLM's "
     "proxy (its master key; no database, no memory), which forwards it to the same upstream.",
     "req/s: successful requests / the run's wall time. p50, p99: per request as the client "
-    "saw it, from send to the whole body. The direct path is bound by the load generator "
-    "(httpx's CPU a request, on one event loop).",
+    "saw it, from send to the whole body (wrk: its percentiles). The direct path is bound by "
+    "the load generator (with httpx: its CPU a request, on one event loop).",
     "CPU ms/req: each process's user+system CPU (from /proc; a server's worker processes "
     "included) over the run and the drain after it, per successful request: the server's CPU "
     "includes the background work the answers caused. With 2 cores, a sum near 2 x (1000 / "
@@ -873,12 +937,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="PATH",
         help="where LiteLLM's virtual environment is (default: ~/.cache/workingmem/bench-litellm)",
     )
+    parser.add_argument(
+        "--load",
+        choices=["auto", "wrk", "httpx"],
+        default="auto",
+        help="the load generator: wrk (in C: the servers get the cores) or httpx clients on "
+        "this script's loop; auto: wrk when it is on PATH (default)",
+    )
     add_store_options(parser)
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-service", metavar="UPSTREAM_URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.repeat < 1 or args.workers < 1:
         parser.error("--seconds, --repeat and --workers must be positive")
+    if args.load == "auto":
+        args.load = "wrk" if wrk_path() else "httpx"
+    elif args.load == "wrk" and not wrk_path():
+        parser.error("--load wrk: wrk is not on PATH (apt-get install wrk)")
     return args
 
 
