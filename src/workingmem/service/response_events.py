@@ -1,7 +1,7 @@
 """A response as the Responses API's server-sent events.
 
     first = await first_piece(stream)      # a failure before the answer: a plain HTTP error
-    return StreamingResponse(response_events(stream, first, info, ...), ...)
+    return EventStreamResponse(response_events(stream, first, info, ...), ...)
 
 The sequence a client's parser expects, numbered from 0: ``response.created``,
 ``response.in_progress``; for the text, the message item (``output_item.added``,

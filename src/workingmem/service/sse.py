@@ -1,7 +1,7 @@
 """The answer as server-sent events in OpenAI's chunk format.
 
     first = await first_piece(stream)           # a failure before the answer: a plain error
-    return StreamingResponse(answer_events(stream, first, ...), media_type="text/event-stream")
+    return EventStreamResponse(answer_events(stream, first, ...), media_type="text/event-stream")
 
 The events: a chunk with the assistant role, a chunk per piece of text, the calls of the
 client's tools (each whole, in one chunk), a chunk with the finish reason, the usage chunk

@@ -19,7 +19,7 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from ...errors import ValidationError
 from ...formats.responses_chat import native_output, new_id
@@ -29,7 +29,7 @@ from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
 from ..chat_response import completion_body
 from ..chat_schemas import ORDER_RULES, ChatCompletion, ChatCompletionRequest, forwarded
-from ..disconnect import ClientDisconnectedError, unless_disconnected
+from ..disconnect import ClientDisconnectedError, EventStreamResponse, unless_disconnected
 from ..errors import ApiError
 from ..params import ASK_HEADERS_DOC, AskHeaders, thread_header
 from ..sse import StreamInfo, answer_events, first_piece
@@ -105,7 +105,7 @@ async def chat_completions(
             model=gateway.plan(profile, model=model).model.id,
             include_usage=bool(body.stream_options and body.stream_options.include_usage),
         )
-        return StreamingResponse(
+        return EventStreamResponse(
             answer_events(stream, first, info, services.metrics),
             media_type="text/event-stream",
             headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from ...formats import carrying
 from ...formats.anthropic import (
@@ -41,7 +41,7 @@ from ...llm.anthropic_client import HEADERS_OPTION, SYSTEM_CACHE_OPTION
 from ...messages import check_id
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
-from ..disconnect import ClientDisconnectedError, unless_disconnected
+from ..disconnect import ClientDisconnectedError, EventStreamResponse, unless_disconnected
 from ..message_events import MessageInfo, message_events
 from ..messages_schemas import (
     AnthropicErrorResponse,
@@ -142,7 +142,7 @@ async def create_message(
     if body.stream:
         stream = gateway.ask_stream(**ask)
         first = await first_event(stream)
-        return StreamingResponse(
+        return EventStreamResponse(
             message_events(stream, first, info, finish=finish, metrics=services.metrics),
             media_type="text/event-stream",
             headers={

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from ...errors import ConflictError
 from ...formats import carrying
@@ -35,7 +35,7 @@ from ...messages import check_id, same
 from ...stores.responses import ResponseStore, StoredResponse
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
-from ..disconnect import ClientDisconnectedError, unless_disconnected
+from ..disconnect import ClientDisconnectedError, EventStreamResponse, unless_disconnected
 from ..errors import ApiError
 from ..params import (
     ASK_HEADERS_DOC,
@@ -264,7 +264,7 @@ async def create_response(
             return stream, await first_piece(stream)
 
         stream, first = await _continuing(gateway, tenant, target, turns, started)
-        return StreamingResponse(
+        return EventStreamResponse(
             response_events(
                 stream,
                 first,
