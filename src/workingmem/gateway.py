@@ -16,6 +16,7 @@ with the same message answers it, without storing it twice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -25,13 +26,14 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Mapping,
     Sequence,
 )
 from contextlib import aclosing, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ParamSpec, Self, TypeVar
 
 from .agent_memory import AgentMemory, AgentMemoryConfig
 from .background import BackgroundQueue
@@ -72,6 +74,7 @@ from .stores.base import Store, append_and_release, claim_and_open, read_turns
 from .stores.documents import DocumentStore
 from .strategies import render_notes, update_due
 from .tokens import Tokenizer, tokenizer_for
+from .tokens._recent import counting_for
 from .types import (
     Message,
     MessageIn,
@@ -84,6 +87,9 @@ from .types import (
 )
 
 __all__ = ["AnswerFormat", "AnswerStream", "AskResult", "Gateway", "ResetResult", "ThreadMemory"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 logger = logging.getLogger("workingmem.gateway")
 
@@ -253,8 +259,11 @@ class AnswerStream:
     cannot carry (`NativeEvent`: a thinking block), for a client that speaks its API.
     """
 
-    def __init__(self, chunks: AsyncGenerator[str | NativeEvent, None]) -> None:
+    def __init__(
+        self, chunks: AsyncGenerator[str | NativeEvent, None], *, tenant_id: str | None = None
+    ) -> None:
         self._chunks = chunks
+        self._tenant_id = tenant_id
         self.result: AskResult | None = None
         self.thread_id: str | None = None
         """The thread answered, once the stream has begun (a conversation found without
@@ -265,16 +274,50 @@ class AnswerStream:
 
     async def __anext__(self) -> str:
         while True:
-            piece = await anext(self._chunks)
+            piece = await self._step()
             if isinstance(piece, str):
                 return piece
 
     def events(self) -> AsyncIterator[str | NativeEvent]:
         """The text and the upstream's `NativeEvent`, in the order they came."""
-        return self._chunks
+        return _Events(self)
+
+    async def _step(self) -> str | NativeEvent:
+        """The next piece, made in the tenant's counting scope (whatever task asks for it)."""
+        if self._tenant_id is None:
+            return await anext(self._chunks)
+        with counting_for(self._tenant_id):
+            return await anext(self._chunks)
 
     async def aclose(self) -> None:
         await self._chunks.aclose()
+
+
+class _Events:
+    """`AnswerStream.events`: every piece, text or not, of the one stream."""
+
+    def __init__(self, stream: AnswerStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    async def __anext__(self) -> str | NativeEvent:
+        return await self._stream._step()
+
+
+def _counted_per_tenant(
+    method: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Runs a gateway call in its tenant's counting scope (`counting_for`): the texts it
+    counts are remembered for that tenant alone."""
+
+    @functools.wraps(method)
+    async def scoped(*args: P.args, **kwargs: P.kwargs) -> T:
+        with counting_for(str(kwargs["tenant_id"])):
+            return await method(*args, **kwargs)
+
+    return scoped
 
 
 class Gateway:
@@ -375,6 +418,7 @@ class Gateway:
 
     # -- ask ---------------------------------------------------------------------------------
 
+    @_counted_per_tenant
     async def ask(
         self,
         *,
@@ -509,7 +553,7 @@ class Gateway:
                     yield text
                 stream.result = await self._finish(run, run.answer or "", reviewed=False)
 
-        stream = AnswerStream(chunks())
+        stream = AnswerStream(chunks(), tenant_id=tenant_id)
         return stream
 
     @asynccontextmanager
@@ -1068,19 +1112,21 @@ class Gateway:
         result = None if reviewed else run.completion
 
         async def update() -> None:
-            await self.memory.save_context(
-                tenant_id=run.tenant_id,
-                thread_id=run.thread_id,
-                user_id=run.user_id,
-                profile=run.plan.profile,
-                cheap_model_id=cheap,
-                meta=meta,
-                request=request,
-                result=result,
-            )
+            with counting_for(run.tenant_id):
+                await self.memory.save_context(
+                    tenant_id=run.tenant_id,
+                    thread_id=run.thread_id,
+                    user_id=run.user_id,
+                    profile=run.plan.profile,
+                    cheap_model_id=cheap,
+                    meta=meta,
+                    request=request,
+                    result=result,
+                )
 
         self.queue.submit((run.tenant_id, run.thread_id), update)
 
+    @_counted_per_tenant
     async def count_tokens(
         self,
         *,
