@@ -38,7 +38,7 @@ class TwoStepStore:
         self._store = store
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("claim_and_open", "claim_and_read_tail", "append_and_release"):
+        if name in ("claim_and_open", "append_and_release"):
             raise AttributeError(name)
         return getattr(self._store, name)
 

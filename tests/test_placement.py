@@ -108,7 +108,7 @@ async def extended(thread: list[wm.Message], request: list[wm.Message]) -> tuple
         tail = await store.read_tail(
             tenant_id="t", thread_id="th", tokenizer=TOKENIZER, limit=limit
         )
-        read = NewestRead(limit, tail)
+        read = NewestRead(tail)
         return (
             await extends(store, tenant_id="t", thread_id="th", request=request),
             await extends(store, tenant_id="t", thread_id="th", request=request, read=read),

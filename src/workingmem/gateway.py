@@ -38,7 +38,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 from .agent_memory import AgentMemory, AgentMemoryConfig
 from .background import BackgroundQueue
 from .config import Profile
-from .context import AssembledContext, AssemblyWarning, ContextAssembler, output_reserve
+from .context import AssembledContext, AssemblyWarning, ContextAssembler
 from .conversations import extends, find_conversation
 from .errors import ConflictError, ValidationError, WorkingMemoryError
 from .formats import carrying
@@ -668,7 +668,7 @@ class Gateway:
                     )
                 await asyncio.sleep(delay)  # another process holds it: a short backoff
                 delay = min(delay * 2, 0.25)
-            lock = _AskLock(owner, NewestRead(limit, claim.tail), claim.opened)
+            lock = _AskLock(owner, NewestRead(claim.tail), claim.opened)
             lock.renewing = renewing = asyncio.create_task(
                 keep_renewed(
                     lambda: self.store.renew_thread(
@@ -704,11 +704,10 @@ class Gateway:
             return None
         if not isinstance(memory, WorkingMemory):
             return None
-        model, profile = plan.model, plan.profile
-        budget = model.context_window - output_reserve(plan.output_reserve_tokens, profile, model)
+        budget = plan.model.context_window - plan.output_reserve_tokens
         if budget <= 0:
             return None
-        return memory.first_read(model=model, profile=profile, budget_tokens=budget)
+        return memory.first_read(model=plan.model, profile=plan.profile, budget_tokens=budget)
 
     def _checked_request(
         self,

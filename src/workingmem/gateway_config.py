@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pydantic import ConfigDict, Field
 
 from .config import Profile, WorkingMemoryConfig
-from .context import DEFAULT_SYSTEM_PROMPT
+from .context import DEFAULT_SYSTEM_PROMPT, output_reserve
 from .errors import ValidationError
 from .memory import WorkingMemoryProtocol
 from .types import ModelInfo, Settings
@@ -97,7 +97,7 @@ class GatewayConfig(Settings):
         """One call's settings: the request's `model`, `system_prompt` and `max_tokens` (the
         answer's cap, so the output reserve) over the profile's, over these defaults."""
         answering = self.model_info(self.answering_model(model, profile.model_id))
-        reserve = max_tokens or profile.output_reserve_tokens or answering.max_output_tokens
+        reserve = output_reserve(max_tokens, profile, answering)
         return CallPlan(
             profile=profile,
             model=answering,

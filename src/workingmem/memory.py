@@ -244,7 +244,7 @@ class WorkingMemory:
             )
             stored, tokens = _stored_part(window, tokens, total)
             return _loaded(stored, tokens, total, notes="", strategy=None)
-        history = math.floor(config.chat_history_ratio * budget_tokens)
+        history = _history_share(config, budget_tokens)
         if self.retriever is not None and config.recall_ratio > 0:
             try:
                 return await self._load(
@@ -274,9 +274,8 @@ class WorkingMemory:
         config = profile.resolve(self.config)
         if not config.enabled:
             return _first_batch(None, DISABLED_WINDOW_TURNS), None
-        history = math.floor(config.chat_history_ratio * budget_tokens)
-        reach = config.recent_turns if config.strategy is Strategy.SUMMARY_BUFFER else None
-        return _first_batch(history, reach), history
+        history = _history_share(config, budget_tokens)
+        return _first_batch(history, _reach(config)), history
 
     async def _load(
         self,
@@ -301,7 +300,7 @@ class WorkingMemory:
             thread_id,
             tokenizer,
             limit=limit,
-            reach=config.recent_turns if summary else None,
+            reach=_reach(config),
             step=0 if summary else math.floor(config.window_step_ratio * limit),
             pending=pending,
             known=known,
@@ -600,6 +599,17 @@ def _check_budget(budget_tokens: object) -> None:
         )
     if budget_tokens <= 0:
         raise ValidationError("budget_tokens", f"must be positive, got {budget_tokens}")
+
+
+def _history_share(config: WorkingMemoryConfig, budget_tokens: int) -> int:
+    """The tokens of the budget the history may take (R16's budget, `chat_history_ratio`)."""
+    return math.floor(config.chat_history_ratio * budget_tokens)
+
+
+def _reach(config: WorkingMemoryConfig) -> int | None:
+    """The newest turns a strategy's window takes whatever their tokens: SUMMARY_BUFFER's
+    `recent_turns` (None: the tokens alone decide)."""
+    return config.recent_turns if config.strategy is Strategy.SUMMARY_BUFFER else None
 
 
 def _first_batch(limit: int | None, reach: int | None) -> int:

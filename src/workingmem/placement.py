@@ -43,10 +43,8 @@ GATEWAY_TOOLS = frozenset(TOOL_NAMES)
 @dataclass(frozen=True, slots=True)
 class NewestRead:
     """A read of the thread's newest turns made already (with its ask lock, in one trip),
-    for `place` to start from: at most `limit` turns asked for (with a token goal, maybe
-    fewer), `tail` None for a missing thread."""
+    for `place` to start from; `tail` None for a missing thread."""
 
-    limit: int
     tail: Tail | None
 
     @property
@@ -141,10 +139,9 @@ async def _newest_visible(
     while True:
         if read is None or not read.holds(limit):
             read = NewestRead(
-                limit,
                 await store.read_tail(
                     tenant_id=tenant_id, thread_id=thread_id, tokenizer=tokenizer, limit=limit
-                ),
+                )
             )
         if read.tail is None:
             raise NotFoundError("thread", thread_id)

@@ -10,6 +10,7 @@ import pytest
 import workingmem as wm
 from tests.conftest import two_stores
 from tests.helpers import assistant, user
+from workingmem.stores.base import Claim
 
 pytestmark = pytest.mark.asyncio
 
@@ -118,23 +119,24 @@ async def test_the_ask_lock_taken_with_the_tail_reads_the_thread_after_it(
     tokenizer = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
     ids: dict[str, Any] = {"tenant_id": tenant, "thread_id": "th"}
     claim: dict[str, Any] = {**ids, "ttl_seconds": 60, "tokenizer": tokenizer, "limit": 2}
-    assert await store.claim_and_read_tail(**claim, owner="a") == (True, None)  # no thread yet
-    assert await store.claim_and_read_tail(**claim, owner="b") == (False, None)
+    assert await store.claim_and_open(**claim, owner="a") == Claim(True, None)  # no thread yet
+    assert await store.claim_and_open(**claim, owner="b") == Claim(False, None)
     await store.append(**ids, messages=[user("one"), assistant("two")])
     await store.append(**ids, messages=[user("three")])
-    assert await store.claim_and_read_tail(**claim, owner="b") == (False, None)  # still a's
+    assert await store.claim_and_open(**claim, owner="b") == Claim(False, None)  # still a's
     await store.release_thread(**ids, owner="a")
 
-    claimed, tail = await store.claim_and_read_tail(**claim, owner="b")
+    claim_b = await store.claim_and_open(**claim, owner="b")
 
-    assert claimed
+    assert claim_b.taken
+    tail = claim_b.tail
     assert tail is not None
     assert tail == await store.read_tail(**ids, tokenizer=tokenizer, limit=2)
     assert [t.message["content"] for t in tail.turns] == ["two", "three"]
     assert tail.thread.turn_count == 3
     assert not await store.claim_thread(**ids, owner="c", ttl_seconds=60)  # b holds it
     other = {**claim, "tenant_id": f"{tenant}-other"}
-    assert await store.claim_and_read_tail(**other, owner="c") == (True, None)  # tenants apart
+    assert await store.claim_and_open(**other, owner="c") == Claim(True, None)  # tenants apart
 
 
 async def test_the_ask_lock_opens_a_new_thread_with_its_first_turns_in_its_own_trip(

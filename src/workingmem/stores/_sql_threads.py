@@ -580,26 +580,6 @@ class SQLThreads:
             raise NotFoundError("thread", thread_id)
         return tail
 
-    async def claim_and_read_tail(
-        self,
-        *,
-        tenant_id: str,
-        thread_id: str,
-        owner: str,
-        ttl_seconds: float,
-        tokenizer: Tokenizer,
-        limit: int,
-    ) -> tuple[bool, Tail | None]:
-        claim = await self.claim_and_open(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            owner=owner,
-            ttl_seconds=ttl_seconds,
-            tokenizer=tokenizer,
-            limit=limit,
-        )
-        return claim.taken, claim.tail
-
     async def claim_and_open(
         self,
         *,

@@ -43,7 +43,6 @@ __all__ = [
     "TurnStore",
     "append_and_release",
     "claim_and_open",
-    "claim_and_read_tail",
     "locks_asks",
     "read_turns",
     "with_window",
@@ -348,23 +347,8 @@ class Claim:
 class AskLockStore(Protocol):
     """A store that folds a thread's ask lock into an ask's first read and last write, a
     trip each (the SQL stores: a PostgreSQL pipeline or statement, a SQLite transaction).
-    Optional: the functions `claim_and_read_tail` and `append_and_release` do the same in
+    Optional: the functions `claim_and_open` and `append_and_release` do the same in
     two steps on any other `ThreadStore`."""
-
-    async def claim_and_read_tail(
-        self,
-        *,
-        tenant_id: str,
-        thread_id: str,
-        owner: str,
-        ttl_seconds: float,
-        tokenizer: Tokenizer,
-        limit: int,
-    ) -> tuple[bool, Tail | None]:
-        """`claim_thread`, then, when it took the lock, `read_tail(limit=limit)` read after
-        it: whether it took the lock, and the tail (None for a thread that does not exist
-        yet, or when it did not take the lock)."""
-        ...
 
     async def claim_and_open(
         self,
@@ -379,8 +363,9 @@ class AskLockStore(Protocol):
         opening: Sequence[MessageIn | NativeItem] = (),
         user_id: str | None = None,
     ) -> Claim:
-        """`claim_and_read_tail`; with `window` (the turns and the token goal of the caller's
-        window's first read, `WorkingMemory.first_read`), a store whose reads are round trips
+        """`claim_thread`, then, when it took the lock, `read_tail(limit=limit)` read after it
+        (`Claim`). With `window` (the turns and the token goal of the caller's window's first
+        read, `WorkingMemory.first_read`), a store whose reads are round trips
         reads that much with the lock (at least `limit` turns, or through the goal), so the
         window needs no read of its own. In the same trip, `opening` appended as the thread's
         first turns when the lock was taken and the thread has none yet: a new thread needs no
@@ -467,29 +452,6 @@ def with_window(limit: int, window: tuple[int, int | None] | None) -> tuple[int,
     if window is None:
         return limit, None
     return max(limit, window[0]), window[1]
-
-
-async def claim_and_read_tail(
-    store: ThreadStore,
-    *,
-    tenant_id: str,
-    thread_id: str,
-    owner: str,
-    ttl_seconds: float,
-    tokenizer: Tokenizer,
-    limit: int,
-) -> tuple[bool, Tail | None]:
-    """`AskLockStore.claim_and_read_tail` on any store: in one trip where it can."""
-    claim = await claim_and_open(
-        store,
-        tenant_id=tenant_id,
-        thread_id=thread_id,
-        owner=owner,
-        ttl_seconds=ttl_seconds,
-        tokenizer=tokenizer,
-        limit=limit,
-    )
-    return claim.taken, claim.tail
 
 
 async def append_and_release(
