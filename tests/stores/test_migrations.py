@@ -144,10 +144,12 @@ async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) ->
         assert await _stored_counts(url) == ([101, 102], [201, 202])
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
             moved = await (
-                await db.execute("SELECT seq, tokens FROM turns ORDER BY seq")
+                await db.execute("SELECT seq, tokens, tokens_through FROM turns ORDER BY seq")
             ).fetchall()
+            summed = await (await db.execute("SELECT tokens_through FROM threads")).fetchall()
             left = await (await db.execute("SELECT DISTINCT tokenizer FROM turn_tokens")).fetchall()
-        assert moved == [(1, 101), (2, 102)]
+        assert moved == [(1, 101, 101), (2, 102, 203)]  # and summed (migration 13)
+        assert summed == [(203,)]
         assert left == [(OTHER,)]
     finally:
         async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:

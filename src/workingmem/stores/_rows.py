@@ -44,6 +44,7 @@ __all__ = [
     "loads_message",
     "loads_messages",
     "plan_append",
+    "running_counts",
     "state_from_row",
     "tokenizers_of",
     "utcnow",
@@ -231,6 +232,18 @@ def counts_of(turns: Sequence[PlannedTurn], tokenizer_keys: Sequence[str]) -> Co
         else:
             others += [(key, turn.seq, n) for turn, n in zip(turns, counted, strict=True)]
     return Counts(own=own, others=others)
+
+
+def running_counts(counts: Sequence[int | None]) -> tuple[list[int | None], int | None]:
+    """New turns' running counts relative to the thread's before them (migration 12): each
+    turn's sum of the counts through it, None from the first turn not counted on; and the
+    sum of them all (None when one is not counted), which the thread's own moves on by."""
+    through: list[int | None] = []
+    total: int | None = 0
+    for n in counts:
+        total = None if total is None or n is None else total + n
+        through.append(total)
+    return through, total
 
 
 def first_tokenizer(column: str) -> str | None:

@@ -86,8 +86,25 @@ RELEASE_THREAD = release_sql("thread_locks", ("tenant_id", "thread_id"))
 """A thread's ask lock given back: (tenant_id, thread_id, owner)."""
 INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
-    "item, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "item, tokens, tokens_through) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_RUN_ON = (
+    "UPDATE turns SET tokens_through = x.through FROM ("
+    "SELECT seq, b.base + sum(tokens) OVER w AS through, "
+    "sum(CASE WHEN tokens IS NULL THEN 1 ELSE 0 END) OVER w AS gaps "
+    "FROM turns, (SELECT CASE WHEN ? = 0 THEN 0 ELSE (SELECT tokens_through FROM turns "
+    "WHERE thread_pk = ? AND seq = ?) END AS base) AS b "
+    "WHERE thread_pk = ? AND seq > ? WINDOW w AS (ORDER BY seq)) AS x "
+    "WHERE turns.thread_pk = ? AND turns.seq = x.seq AND x.gaps = 0 AND x.through IS NOT NULL"
+)
+"""The running counts (migration 12) of a thread's turns after seq `after`, summed on from that
+turn's, through the first turn not counted: (after, pk, after, pk, after, pk)."""
+_THREAD_THROUGH = (
+    "UPDATE threads SET tokens_through = CASE WHEN turn_count = 0 THEN 0 ELSE (SELECT "
+    "t.tokens_through FROM turns AS t WHERE t.thread_pk = threads.id AND t.seq = threads.turn_count"
+    ") END WHERE id = ?"
+)
+"""The thread's running count: its newest turn's (pk)."""
 INSERT_TURN_TOKENS = (
     "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) VALUES (?, ?, ?, ?)"
 )
@@ -228,6 +245,7 @@ class SQLThreads:
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
                 (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
             )
+            await _run_on(session, pk, after=turn_count)
         self._known.saw(tenant_id, thread_id, prepared.turns[-1].seq, row[6])
         return _appended(prepared.turns, origins, times)
 
@@ -327,6 +345,7 @@ class SQLThreads:
                     "WHERE id = ?",
                     (planned[-1].seq, planned[-1].unit_seq, stamp, pk),
                 )
+                await _run_on(session, pk, after=kept)
             rows = await session.rows(
                 f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
             )
@@ -366,10 +385,12 @@ class SQLThreads:
             pk, source_pk = row[0], source[0]
             await session.queue(
                 "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, "
-                "format, item, tokens) SELECT ?, seq, unit_seq, role, user_id, message, "
-                "created_at, format, item, tokens FROM turns WHERE thread_pk = ? AND seq <= ?",
+                "format, item, tokens, tokens_through) SELECT ?, seq, unit_seq, role, user_id, "
+                "message, created_at, format, item, tokens, tokens_through FROM turns "
+                "WHERE thread_pk = ? AND seq <= ?",
                 (pk, source_pk, kept),
             )
+            await session.queue(_THREAD_THROUGH, (pk,))
             await session.queue(
                 "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) SELECT ?, "
                 "tokenizer, seq, tokens FROM turn_tokens WHERE thread_pk = ? AND seq <= ?",
@@ -433,6 +454,7 @@ class SQLThreads:
                     o.format,
                     o.text,
                     n,
+                    None,  # summed by `_run_on`
                 )
                 for t, text, o, n, moment in zip(
                     turns, texts, origins, counts.own, stamps, strict=True
@@ -478,6 +500,7 @@ class SQLThreads:
                 "UPDATE threads SET turn_count = ?, last_unit_seq = ? WHERE id = ?",
                 (kept, last_unit_seq, pk),
             )
+            await session.queue(_THREAD_THROUGH, (pk,))
             await self._roll_back_state(session, pk, kept=kept)
         return kept, last_unit_seq
 
@@ -754,6 +777,7 @@ class SQLThreads:
                     f"AND tokens IS NULL AND {guard}",
                     [(tokens, pk, seq, *guarded) for seq, tokens in counts.items()],
                 )
+                await _run_on(session, pk, after=min(counts) - 1)
             elif counts:
                 await session.run_many(
                     "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
@@ -940,6 +964,13 @@ class SQLThreads:
         table: str, keys: Mapping[str, object], owner: str
     ) -> tuple[str, tuple[object, ...]]:
         return release_sql(table, list(keys)), (*keys.values(), owner)
+
+
+async def _run_on(session: Session, pk: int, *, after: int) -> None:
+    """Queues the running counts of the thread's turns after seq `after` (written without
+    them, or counted since) and of the thread: in a write that holds the thread's row."""
+    await session.queue(_RUN_ON, (after, pk, after, pk, after, pk))
+    await session.queue(_THREAD_THROUGH, (pk,))
 
 
 def _lock_read(

@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import StoreError, WorkingMemoryError
+from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
 from ._sql_threads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
 from .migrations import load_migrations
@@ -88,12 +89,20 @@ WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, {_STATE_AS_TH}
 top AS (SELECT id AS pk, least(turn_count, coalesce(%(before_seq)s::bigint - 1, turn_count)) AS seq,
                coalesce(tokenizers::json ->> 0 = %(tokenizer)s, false) AS own
         FROM th),
+reach AS (SELECT u.tokens_through - %(tokens)s::bigint AS goal FROM top, turns AS u
+          WHERE top.own AND u.thread_pk = top.pk AND u.seq = top.seq),
+passed AS (
+  SELECT u.unit_seq FROM turns AS u
+  WHERE u.thread_pk = (SELECT pk FROM top) AND u.tokens_through >= (SELECT goal FROM reach)
+    AND u.seq <= (SELECT seq FROM top)
+  ORDER BY u.tokens_through, u.seq LIMIT 1),
 scan AS (
   SELECT u.seq, u.unit_seq, CASE WHEN (SELECT own FROM top) THEN u.tokens
     ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = u.thread_pk
           AND k.tokenizer = %(tokenizer)s AND k.seq = u.seq) END AS tokens
   FROM turns AS u
-  WHERE %(tokens)s::bigint IS NOT NULL AND u.thread_pk = (SELECT pk FROM top)
+  WHERE %(tokens)s::bigint IS NOT NULL AND (SELECT goal FROM reach) IS NULL
+    AND u.thread_pk = (SELECT pk FROM top)
     AND u.seq <= (SELECT seq FROM top) AND u.seq > (SELECT seq FROM top) - %(scan)s
   ORDER BY u.seq DESC LIMIT %(scan)s),
 walk AS (
@@ -108,6 +117,8 @@ stop AS (
          min(seq) AS scanned
   FROM walk),
 span AS (SELECT CASE WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 1
+                     WHEN (SELECT goal FROM reach) IS NOT NULL
+                     THEN coalesce((SELECT unit_seq FROM passed), top.seq + 1)
                      ELSE coalesce(stop.passed, stop.uncounted, stop.scanned, top.seq + 1) END
                 AS first
          FROM top, stop)
@@ -127,26 +138,30 @@ ORDER BY seq DESC NULLS FIRST
 """The thread row with its memory state, then its newest turns, in one statement: the thread's
 columns once, as a JSON array in the message column of the first row, so that a turn's row
 holds its four columns and no empty ones (14 empty ones a row cost the server and the driver
-about a third more than the turns' own). With a token goal the newest counts (the turns' own,
-or another tokenizer's) are summed newest first over a bounded scan (bounded by
-seq, not only by LIMIT, so that no plan reads the whole thread when the statistics are stale):
-the turns are read from the head of the unit of the first turn that passes the goal (a window
-takes units whole); a turn not counted yet leaves the goal undecided, and `UNCOUNTED_PAGE`
-turns from it are read for the caller to count."""
+about a third more than the turns' own). With a token goal the turns are read from the head of
+the unit of the first turn that passes the goal (a window takes units whole). With the thread's
+own tokenizer, and every turn counted, that turn is found in one probe of the running counts'
+index (migration 13: the oldest whose running count is at least the newest's less the goal);
+else the newest counts (another tokenizer's, or some not made yet) are summed newest first
+over a bounded scan (bounded by seq, not only by LIMIT, so that no plan reads the whole thread
+when the statistics are stale), where a turn not counted yet leaves the goal undecided and
+`UNCOUNTED_PAGE` turns from it are read for the caller to count."""
 _MOVE_ON = """
   UPDATE threads SET turn_count = turn_count + %(count)s,
-                     last_unit_seq = turn_count + %(last_unit)s, updated_at = %(now)s
+                     last_unit_seq = turn_count + %(last_unit)s, updated_at = %(now)s,
+                     tokens_through = tokens_through + %(total)s::bigint
   WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s
     AND turn_count = %(turn_count)s AND tokenizers = %(tokenizers)s"""
 _WRITE_TURNS = """
 own AS (
   INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, item,
-                     tokens)
+                     tokens, tokens_through)
   SELECT th.id, th.base + v.seq, th.base + v.unit_seq, v.role, %(user_id)s::text, v.message,
-         %(now)s, v.format, v.item, v.tokens
+         %(now)s, v.format, v.item, v.tokens, th.before + v.through
   FROM th, unnest(%(seqs)b::integer[], %(units)b::integer[], %(roles)b::text[],
                   %(messages)b::text[], %(formats)b::text[], %(items)b::text[],
-                  %(tokens)b::integer[]) AS v(seq, unit_seq, role, message, format, item, tokens)),
+                  %(tokens)b::integer[], %(through)b::bigint[])
+       AS v(seq, unit_seq, role, message, format, item, tokens, through)),
 others AS (
   INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens)
   SELECT th.id, o.tokenizer, th.base + o.seq, o.tokens
@@ -159,7 +174,8 @@ released AS (
 """`KnownAppend.release`: the ask lock given back when the turns are written."""
 _APPEND_KNOWN = f"""
 WITH th AS ({_MOVE_ON}
-  RETURNING id, turn_count - %(count)s AS base),{_WRITE_TURNS}"""
+  RETURNING id, turn_count - %(count)s AS base, tokens_through - %(total)s::bigint AS before),
+{_WRITE_TURNS}"""
 """`PostgresDialect.append_known`: the thread's row locked and moved on by its UPDATE (a
 concurrent writer waits, then this one finds the row it left, and writes nothing when the turn
 count it expects is gone), the turns numbered after it, in one statement: atomic on its own,
@@ -174,15 +190,16 @@ def _create_and_append(held: str = "TRUE") -> str:
     return f"""
 WITH made AS (
   INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at, tokenizers,
-                       turn_count, last_unit_seq)
+                       turn_count, last_unit_seq, tokens_through)
   SELECT %(tenant_id)s, %(thread_id)s, %(user_id)s, %(now)s, %(now)s, %(tokenizers)s,
-         %(count)s, %(last_unit)s
+         %(count)s, %(last_unit)s, %(total)s::bigint
   WHERE {held}
   ON CONFLICT (tenant_id, thread_id) DO NOTHING
-  RETURNING id, 0 AS base),
+  RETURNING id, 0 AS base, 0::bigint AS before),
 moved AS ({_MOVE_ON} AND NOT EXISTS (SELECT FROM made) AND {held}
-  RETURNING id, turn_count - %(count)s AS base),
-th AS (SELECT id, base FROM made UNION ALL SELECT id, base FROM moved),{_WRITE_TURNS}"""
+  RETURNING id, turn_count - %(count)s AS base, tokens_through - %(total)s::bigint AS before),
+th AS (SELECT id, base, before FROM made UNION ALL SELECT id, base, before FROM moved),
+{_WRITE_TURNS}"""
 
 
 _CREATE_AND_APPEND = _create_and_append()
@@ -218,9 +235,11 @@ def _placeholders(sql: str) -> str:
 
 _INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)", re.DOTALL)
 """An INSERT of one row of parameters: its rows can travel as one statement of arrays."""
-_ARRAY_TYPES = {"thread_pk": "bigint", "created_at": "timestamptz"} | dict.fromkeys(
-    ("seq", "unit_seq", "tokens", "version", "turn_count"), "integer"
-)
+_ARRAY_TYPES = {
+    "thread_pk": "bigint",
+    "created_at": "timestamptz",
+    "tokens_through": "bigint",
+} | dict.fromkeys(("seq", "unit_seq", "tokens", "version", "turn_count"), "integer")
 """The element type of a batched column (any other is text)."""
 
 
@@ -289,6 +308,7 @@ def _known_params(write: KnownAppend) -> dict[str, Any]:
     of the other tokenizers' counts) an array each."""
     columns = list(zip(*write.turns, strict=True))
     others = list(zip(*write.others, strict=True)) or [(), (), ()]
+    through, total = _rows.running_counts(columns[6])
     return {
         "tenant_id": write.tenant_id,
         "thread_id": write.thread_id,
@@ -300,6 +320,8 @@ def _known_params(write: KnownAppend) -> dict[str, Any]:
         "last_unit": write.turns[-1][1],
         "release": write.release,
         "held": write.held,
+        "through": through,
+        "total": total,
         **{
             name: list(column)
             for name, column in zip(

@@ -288,8 +288,9 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
 
 _MOVE_ON = (
     "UPDATE threads SET turn_count = turn_count + ?, last_unit_seq = turn_count + ?, "
-    "updated_at = ? WHERE tenant_id = ? AND thread_id = ? AND turn_count = ? AND tokenizers = ? "
-    "RETURNING id, turn_count - ?"
+    "updated_at = ?, tokens_through = tokens_through + ? "
+    "WHERE tenant_id = ? AND thread_id = ? AND turn_count = ? AND tokenizers = ? "
+    "RETURNING id, turn_count - ?, tokens_through - ?"
 )
 
 
@@ -308,27 +309,44 @@ def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     if write.create:
         db.execute(INSERT_THREAD, write.thread_row())
     count = len(write.turns)
+    through, total = _rows.running_counts([turn[6] for turn in write.turns])
     found = db.execute(
         _MOVE_ON,
         (
             count,
             write.turns[-1][1],
             write.stamp,
+            total,
             write.tenant_id,
             write.thread_id,
             write.turn_count,
             write.tokenizers,
             count,
+            total,
         ),
     ).fetchone()
     if found is None:
         return None
-    pk, base = found
+    pk, base, before = found
     db.executemany(
         INSERT_TURN,
         [
-            (pk, base + seq, base + unit, role, write.user_id, message, write.stamp, fmt, item, n)
-            for seq, unit, role, message, fmt, item, n in write.turns
+            (
+                pk,
+                base + seq,
+                base + unit,
+                role,
+                write.user_id,
+                message,
+                write.stamp,
+                fmt,
+                item,
+                n,
+                None if before is None or running is None else before + running,
+            )
+            for (seq, unit, role, message, fmt, item, n), running in zip(
+                write.turns, through, strict=True
+            )
         ],
     )
     db.executemany(INSERT_TURN_TOKENS, [(pk, key, base + seq, n) for key, seq, n in write.others])
