@@ -89,8 +89,9 @@ WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, {_STATE_AS_TH}
 top AS (SELECT id AS pk, least(turn_count, coalesce(%(before_seq)s::bigint - 1, turn_count)) AS seq,
                coalesce(tokenizers::json ->> 0 = %(tokenizer)s, false) AS own
         FROM th),
-reach AS (SELECT u.tokens_through - %(tokens)s::bigint AS goal FROM top, turns AS u
-          WHERE top.own AND u.thread_pk = top.pk AND u.seq = top.seq),
+reach AS (SELECT (SELECT u.tokens_through FROM turns AS u WHERE u.thread_pk = top.pk
+                   AND u.seq = top.seq) - %(tokens)s::bigint AS goal
+          FROM top WHERE top.own),
 passed AS (
   SELECT u.unit_seq FROM turns AS u
   WHERE u.thread_pk = (SELECT pk FROM top) AND u.tokens_through >= (SELECT goal FROM reach)
