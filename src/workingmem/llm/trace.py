@@ -28,8 +28,9 @@ import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
+from .._protocols import implements
 from ..types import MessageIn
 from .base import (
     CallMeta,
@@ -343,7 +344,7 @@ class GuardedClient:
         if meta.model != model:
             meta = dataclasses.replace(meta, model=model)
         inner = self.client
-        if not isinstance(inner, StreamingLLMClient):
+        if not _streams(inner):
             raise TypeError(f"{type(inner).__name__} cannot stream: it has no stream method")
         end: StreamEnd | None = None
         with self.tracer.call(meta, current=False) as record:
@@ -374,6 +375,11 @@ class GuardedClient:
             await self.guard.record(meta, end.completion.usage)
             record.succeeded(end.completion)
         yield end
+
+
+def _streams(client: LLMClient) -> TypeGuard[StreamingLLMClient]:
+    """Whether `client` can stream: asked on every streamed answer, so once per class."""
+    return implements(client, StreamingLLMClient)
 
 
 async def _aclose(events: AsyncIterator[StreamEvent]) -> None:

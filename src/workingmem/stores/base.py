@@ -16,13 +16,13 @@ Backends: `SQLiteStore` (the embedded default) and `PostgresStore` (the `postgre
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, TypeGuard, runtime_checkable
 
+from .._protocols import implements
 from ..errors import NotFoundError
 from ..tokens import Tokenizer
 from ..types import CountedTurn, Fact, MessageIn, NativeItem, Thread, Turn, WorkingMemoryState
@@ -391,14 +391,8 @@ class AskLockStore(Protocol):
 
 
 def locks_asks(store: ThreadStore) -> TypeGuard[AskLockStore]:
-    """Whether `store` is an `AskLockStore`: asked on every ask, so answered once per class
-    (an `isinstance` of a runtime protocol checks each of its members on every call)."""
-    return _is_subclass(type(store), AskLockStore)
-
-
-@functools.cache
-def _is_subclass(kind: type, protocol: type) -> bool:
-    return issubclass(kind, protocol)
+    """Whether `store` is an `AskLockStore`: asked on every ask, so answered once per class."""
+    return implements(store, AskLockStore)
 
 
 async def claim_and_open(
