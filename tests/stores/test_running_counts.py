@@ -13,7 +13,8 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import assistant, tool, user
-from tests.stores.test_migrations import _database_at
+from tests.stores.test_migrations import _database_at, _Stored
+from workingmem.stores import _sql_threads
 from workingmem.stores.sql import SQLStore
 
 TOKENIZER = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
@@ -214,3 +215,25 @@ async def test_an_append_in_one_trip_sums_on_from_the_thread(
     rows = await _assert_summed(store, tenant, "th")
     assert len(rows) == count + 1
     assert rows[-1][2] is not None
+
+
+async def test_counts_a_read_made_are_stored_for_each_tokenizer(
+    store: wm.Store, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sql_threads, "_VALUES_ROWS", 7)  # a read's counts in several statements
+    other = wm.tokenizer_for(wm.ModelInfo(id="gpt-4", context_window=8_192))
+    assert other.key != TOKENIZER.key
+    history = [
+        user(f"question {i}") if i % 2 == 0 else assistant(f"answer {i} " * i) for i in range(40)
+    ]
+    await store.append(tenant_id=tenant, thread_id="th", messages=history)
+    for tokenizer in (TOKENIZER, other):  # the first registered keeps its counts in the turns
+        counted = await store.read_tail(
+            tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=1000
+        )
+        assert [t.tokens for t in counted.turns] == [tokenizer.count_message(m) for m in history]
+        stored = await store.read_tail(
+            tenant_id=tenant, thread_id="th", tokenizer=_Stored(tokenizer.key), limit=1000
+        )
+        assert [t.tokens for t in stored.turns] == [t.tokens for t in counted.turns]
+    assert None not in {r[2] for r in await _assert_summed(store, tenant, "th")}

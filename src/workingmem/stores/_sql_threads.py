@@ -9,7 +9,7 @@ workers never give two turns the same seq and a state's compare-and-set cannot i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -771,19 +771,23 @@ class SQLThreads:
                 if registered
                 else ("(SELECT tokenizers FROM threads WHERE id = ?) = ?", (pk, column))
             )
-            if counts and own:  # the thread's own counts, in the turns' rows
-                await session.run_many(
-                    "UPDATE turns SET tokens = ? WHERE thread_pk = ? AND seq = ? "
-                    f"AND tokens IS NULL AND {guard}",
-                    [(tokens, pk, seq, *guarded) for seq, tokens in counts.items()],
-                )
+            for values, counted in _values(sorted(counts.items())):
+                if own:  # the thread's own counts, in the turns' rows
+                    await session.queue(
+                        f"UPDATE turns SET tokens = v.column2 FROM ({values}) AS v "
+                        "WHERE turns.thread_pk = ? AND turns.seq = v.column1 "
+                        f"AND turns.tokens IS NULL AND {guard}",
+                        (*counted, pk, *guarded),
+                    )
+                else:
+                    await session.queue(
+                        "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
+                        f"SELECT ?, ?, v.column1, v.column2 FROM ({values}) AS v WHERE {guard} "
+                        "ON CONFLICT DO NOTHING",
+                        (pk, key, *counted, *guarded),
+                    )
+            if counts and own:
                 await _run_on(session, pk, after=min(counts) - 1)
-            elif counts:
-                await session.run_many(
-                    "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
-                    f"SELECT ?, ?, ?, ? WHERE {guard} ON CONFLICT DO NOTHING",
-                    [(pk, key, seq, tokens, *guarded) for seq, tokens in counts.items()],
-                )
         return column
 
     # -- memory state ------------------------------------------------------------------------
@@ -964,6 +968,19 @@ class SQLThreads:
         table: str, keys: Mapping[str, object], owner: str
     ) -> tuple[str, tuple[object, ...]]:
         return release_sql(table, list(keys)), (*keys.values(), owner)
+
+
+_VALUES_ROWS = 1_000
+"""The most (seq, count) rows one statement of counts carries (2,000 parameters)."""
+
+
+def _values(rows: Sequence[tuple[int, int]]) -> Iterator[tuple[str, list[int]]]:
+    """`rows` as ``VALUES`` lists of at most `_VALUES_ROWS` rows, with their parameters: a
+    read's counts of a thousand turns are one statement, not a thousand (each a round trip's
+    worth of work on PostgreSQL). Both databases name the columns column1, column2."""
+    for start in range(0, len(rows), _VALUES_ROWS):
+        chunk = rows[start : start + _VALUES_ROWS]
+        yield "VALUES " + ", ".join(["(?, ?)"] * len(chunk)), [n for row in chunk for n in row]
 
 
 async def _run_on(session: Session, pk: int, *, after: int) -> None:
