@@ -5,6 +5,7 @@ its newest turn. Every way a thread's turns change keeps them true, and a read f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import workingmem as wm
+from tests.conftest import two_stores
 from tests.helpers import assistant, tool, user
 from tests.stores.test_migrations import _database_at, _Stored
 from workingmem.stores import _sql_threads
@@ -237,3 +239,30 @@ async def test_counts_a_read_made_are_stored_for_each_tokenizer(
         )
         assert [t.tokens for t in stored.turns] == [t.tokens for t in counted.turns]
     assert None not in {r[2] for r in await _assert_summed(store, tenant, "th")}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_writers_appending_at_once_sum_every_turn_once(
+    backend: str, tmp_path: Path, tenant: str
+) -> None:
+    """Two workers that know the thread append at once (each append in one trip, or the
+    ordinary way when the other moved the thread first): the sums are the thread's counts."""
+    async with two_stores(backend, tmp_path) as (first, second):
+        await first.append(tenant_id=tenant, thread_id="th", messages=[user("start")])
+        for worker in (first, second):
+            await _count(worker, tenant, "th")
+        await asyncio.gather(
+            *(
+                (first if i % 2 else second).append(
+                    tenant_id=tenant, thread_id="th", messages=[user(f"q{i}"), assistant(f"a{i}")]
+                )
+                for i in range(10)
+            )
+        )
+        await first.append(
+            tenant_id=tenant, thread_id="th", messages=[user("look"), assistant(None, "c1")]
+        )
+        await second.append(tenant_id=tenant, thread_id="th", messages=[tool("c1")])
+        rows = await _assert_summed(first, tenant, "th")
+    assert len(rows) == 24
+    assert rows[-1][2] is not None
