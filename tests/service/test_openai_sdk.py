@@ -351,6 +351,36 @@ def test_metrics_count_requests_answers_helper_calls_and_the_queue(
     assert "workingmem_background_queue_depth " in text
 
 
+def _metric(text: str, series: str) -> float:
+    """The value of one series of a Prometheus text body."""
+    (line,) = [line for line in text.splitlines() if line.rsplit(" ", 1)[0] == series]
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_metrics_show_the_database_pool_where_there_is_one(
+    service: LiveServer, key: str, database_url: str
+) -> None:
+    """PostgreSQL's connection pool: its connections by state, its limit, the requests that
+    waited or got none; SQLite has no pool, and no such series."""
+    with sdk(service, key) as client:
+        ask(client, "hello")
+    until(lambda: httpx.get(f"{service.url}/healthz").json()["queue_depth"] == 0)
+    text = httpx.get(f"{service.url}/metrics").text
+    if database_url.startswith("sqlite"):
+        assert "workingmem_db_pool" not in text
+        return
+    assert _metric(text, "workingmem_db_pool_max_connections") == 10
+    idle = _metric(text, 'workingmem_db_pool_connections{state="idle"}')
+    in_use = _metric(text, 'workingmem_db_pool_connections{state="in_use"}')
+    assert idle >= 1
+    assert in_use == 0  # nothing is asking now: every connection is back
+    assert _metric(text, "workingmem_db_pool_requests_total") >= 2  # the lock's trip, the answer's
+    assert _metric(text, "workingmem_db_pool_waiting_requests") == 0
+    assert _metric(text, "workingmem_db_pool_request_errors_total") == 0
+    assert "# TYPE workingmem_db_pool_wait_seconds_total counter" in text
+    assert 'workingmem_db_pool_discarded_total{reason="lost"} 0' in text
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_an_answer_cut_at_max_tokens_says_length_like_the_upstream(
     service: LiveServer, key: str, upstream: ScriptedUpstream, stream: bool

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -70,8 +71,11 @@ class Metrics:
         self.helper_tokens["prompt"] += report.prompt_tokens
         self.helper_tokens["completion"] += report.completion_tokens
 
-    def render(self, *, queue_depth: int, queue_failures: int) -> str:
-        """The Prometheus text exposition (version 0.0.4)."""
+    def render(
+        self, *, queue_depth: int, queue_failures: int, pool: Mapping[str, int] | None = None
+    ) -> str:
+        """The Prometheus text exposition (version 0.0.4); `pool`: the store's connection
+        pool (`PooledStore.pool_stats`), None for a store without one."""
         out: list[str] = []
 
         def family(name: str, kind: str, help_text: str) -> None:
@@ -117,7 +121,41 @@ class Metrics:
         name = "workingmem_background_failures_total"
         family(name, "counter", "Background jobs that failed.")
         out.append(f"{name} {queue_failures}")
+        if pool is not None:
+            _render_pool(pool, family, out)
         return "\n".join(out) + "\n"
+
+
+def _render_pool(
+    pool: Mapping[str, int], family: Callable[[str, str, str], None], out: list[str]
+) -> None:
+    """The database pool's families: what a pool too small, or losing connections, shows."""
+    size, idle = pool.get("pool_size", 0), pool.get("pool_available", 0)
+    family("workingmem_db_pool_connections", "gauge", "Database connections open, by state.")
+    out.append(f"workingmem_db_pool_connections{_labels(state='idle')} {idle}")
+    out.append(f"workingmem_db_pool_connections{_labels(state='in_use')} {size - idle}")
+    single = (
+        ("max_connections", "gauge", "The most connections the pool opens.", "pool_max", 1),
+        ("waiting_requests", "gauge", "Requests waiting for a connection.", "requests_waiting", 1),
+        ("requests_total", "counter", "Connections asked of the pool.", "requests_num", 1),
+        ("wait_seconds_total", "counter", "Time requests waited.", "requests_wait_ms", 1000),
+        (
+            "request_errors_total",
+            "counter",
+            "Requests with no connection in time.",
+            "requests_errors",
+            1,
+        ),
+    )
+    for suffix, kind, help_text, key, per_unit in single:
+        name = f"workingmem_db_pool_{suffix}"
+        family(name, kind, help_text)
+        value = pool.get(key, 0)
+        out.append(f"{name} {value if per_unit == 1 else _number(value / per_unit)}")
+    name = "workingmem_db_pool_discarded_total"
+    family(name, "counter", "Connections the pool closed, by why.")
+    for reason, key in (("returned_broken", "returns_bad"), ("lost", "connections_lost")):
+        out.append(f"{name}{_labels(reason=reason)} {pool.get(key, 0)}")
 
 
 def _labels(**labels: str) -> str:

@@ -16,7 +16,7 @@ Backends: `SQLiteStore` (the embedded default) and `PostgresStore` (the `postgre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -35,6 +35,7 @@ __all__ = [
     "AskLockStore",
     "Claim",
     "MemoryStateStore",
+    "PooledStore",
     "StateWrite",
     "Store",
     "Tail",
@@ -213,7 +214,6 @@ class TurnStore(Protocol):
 
 
 @runtime_checkable
-@runtime_checkable
 class TurnSearchStore(Protocol):
     """A store that finds a thread's turns by their words (recall): the SQL stores, through
     SQLite's FTS5 and PostgreSQL's text search, kept in step with the turns as they are
@@ -316,6 +316,21 @@ class MemoryStateStore(Protocol):
 
     async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
         """Gives the lease back, if `owner` still holds it."""
+        ...
+
+
+@runtime_checkable
+class PooledStore(Protocol):
+    """A store that reaches its database through a pool of connections (PostgreSQL's), and
+    says how the pool is doing: for the service's metrics."""
+
+    def pool_stats(self) -> Mapping[str, int]:
+        """The pool's figures now: connections open (``pool_size``), idle
+        (``pool_available``) and at most (``pool_max``), requests waiting
+        (``requests_waiting``); and since the store opened, requests (``requests_num``), the
+        ms they waited (``requests_wait_ms``), those that failed (``requests_errors``: no
+        connection in time), connections given back broken (``returns_bad``) and lost
+        (``connections_lost``). A counter not moved yet may be missing."""
         ...
 
 

@@ -565,6 +565,9 @@ class PostgresDialect(Dialect):
                     (migration.version, migration.name),
                 )
 
+    def pool_stats(self) -> dict[str, int]:
+        return self._pool.get_stats()
+
     async def aclose(self) -> None:
         await self._pool.close()
 
@@ -605,3 +608,8 @@ class PostgresStore(SQLStore):
             await pool.close()
             raise
         return cls(dialect)
+
+    def pool_stats(self) -> dict[str, int]:
+        """`PooledStore.pool_stats`: psycopg_pool's own figures."""
+        assert isinstance(self._dialect, PostgresDialect)
+        return self._dialect.pool_stats()

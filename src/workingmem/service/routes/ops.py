@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
 from ... import __version__
+from ...stores import PooledStore
 from ..schemas import Health
 from ..state import get_services
 
@@ -31,5 +32,9 @@ async def healthz(request: Request) -> Health:
 async def metrics(request: Request) -> PlainTextResponse:
     services = get_services(request)
     queue = services.gateway.queue
-    body = services.metrics.render(queue_depth=queue.depth, queue_failures=queue.failures)
+    store = services.gateway.store
+    pool = store.pool_stats() if isinstance(store, PooledStore) else None
+    body = services.metrics.render(
+        queue_depth=queue.depth, queue_failures=queue.failures, pool=pool
+    )
     return PlainTextResponse(body, media_type="text/plain; version=0.0.4; charset=utf-8")
