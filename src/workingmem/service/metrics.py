@@ -142,7 +142,7 @@ def _render_pool(
         (
             "request_errors_total",
             "counter",
-            "Requests with no connection in time.",
+            "Requests that got no connection.",
             "requests_errors",
             1,
         ),

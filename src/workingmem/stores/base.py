@@ -328,9 +328,10 @@ class PooledStore(Protocol):
         """The pool's figures now: connections open (``pool_size``), idle
         (``pool_available``) and at most (``pool_max``), requests waiting
         (``requests_waiting``); and since the store opened, requests (``requests_num``), the
-        ms they waited (``requests_wait_ms``), those that failed (``requests_errors``: no
-        connection in time), connections given back broken (``returns_bad``) and lost
-        (``connections_lost``). A counter not moved yet may be missing."""
+        ms they waited (``requests_wait_ms``), those that got none (``requests_errors``: in
+        time, or before their task was cancelled), connections given back broken
+        (``returns_bad``) and lost (``connections_lost``). A counter not moved yet may be
+        missing."""
         ...
 
 
