@@ -234,12 +234,14 @@ def counts_of(turns: Sequence[PlannedTurn], tokenizer_keys: Sequence[str]) -> Co
     return Counts(own=own, others=others)
 
 
-def running_counts(counts: Sequence[int | None]) -> tuple[list[int | None], int | None]:
-    """New turns' running counts relative to the thread's before them (migration 12): each
-    turn's sum of the counts through it, None from the first turn not counted on; and the
-    sum of them all (None when one is not counted), which the thread's own moves on by."""
+def running_counts(
+    counts: Sequence[int | None], before: int | None = 0
+) -> tuple[list[int | None], int | None]:
+    """New turns' running counts (migration 12), summed on from `before`, the thread's before
+    them (0: relative to it; None: not known, as when a turn before is not counted): each
+    turn's, None from the first turn not counted on; and the last (None likewise)."""
     through: list[int | None] = []
-    total: int | None = 0
+    total = before
     for n in counts:
         total = None if total is None or n is None else total + n
         through.append(total)

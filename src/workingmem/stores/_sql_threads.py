@@ -52,12 +52,12 @@ STATE_COLUMNS_OF_S = "s.version, s.summary, s.facts, s.turn_count, s.updated_at"
 """A memory state as `_state` reads it, of ``memory_states`` aliased ``s``."""
 _SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
 _SELECT_WITH_UNIT = (
-    f"SELECT {THREAD_COLUMNS_OF_TH}, t.message "
+    f"SELECT {THREAD_COLUMNS_OF_TH}, th.tokens_through, t.message "
     "FROM threads AS th LEFT JOIN turns AS t ON t.thread_pk = th.id AND th.last_unit_seq > 0 "
     "AND t.seq >= th.last_unit_seq WHERE th.tenant_id = ? AND th.thread_id = ? ORDER BY t.seq"
 )
-"""The thread's row with the turns of its last unit (which new tool results may join): what
-an append needs, in the statement that locks the row."""
+"""The thread's row, its running count, and the turns of its last unit (which new tool results
+may join): what an append needs, in the statement that locks the row."""
 _TURN_COLUMNS = "seq, message, created_at, format, item"
 """A turn as `_turn` reads it back."""
 _LIST_TURNS = (
@@ -99,6 +99,11 @@ _RUN_ON = (
 )
 """The running counts (migration 12) of a thread's turns after seq `after`, summed on from that
 turn's, through the first turn not counted: (after, pk, after, pk, after, pk)."""
+_MOVED_ON = (
+    "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ?, tokens_through = ? "
+    "WHERE id = ?"
+)
+"""A thread's row after an append: its turn count, last unit, time and running count."""
 _THREAD_THROUGH = (
     "UPDATE threads SET tokens_through = CASE WHEN turn_count = 0 THEN 0 ELSE (SELECT "
     "t.tokens_through FROM turns AS t WHERE t.thread_pk = threads.id AND t.seq = threads.turn_count"
@@ -199,13 +204,14 @@ class SQLThreads:
             if release is not None:
                 await session.queue(RELEASE_THREAD, (tenant_id, thread_id, release))
             if found:
-                row, unit = found[0][:9], [r[9] for r in found if r[9] is not None]
+                row, through = found[0][:9], found[0][9]
+                unit = [r[10] for r in found if r[10] is not None]
             else:
                 row = await self._new_thread(session, tenant_id, thread_id, user_id, stamp)
-                unit = []
+                through, unit = 0, []
             pk, turn_count, last_unit_seq = row[0], row[4], row[5]
             if after_seq is not None and after_seq < turn_count:
-                turn_count, last_unit_seq = await self._cut(session, pk, kept=after_seq)
+                turn_count, last_unit_seq, through = await self._cut(session, pk, kept=after_seq)
                 unit = [
                     r[0]
                     for r in await session.rows(
@@ -231,7 +237,7 @@ class SQLThreads:
                 open_unit=open_unit,
                 tokenizer_keys=_rows.tokenizers_of(row[6]),
             )
-            await self._insert_turns(
+            through = await self._insert_turns(
                 session,
                 pk,
                 user_id,
@@ -240,12 +246,12 @@ class SQLThreads:
                 prepared.serialized,
                 origins,
                 prepared.counts,
+                through,
             )
             await session.queue(
-                "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? WHERE id = ?",
-                (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, pk),
+                _MOVED_ON,
+                (prepared.turns[-1].seq, prepared.last_unit_seq, stamp, through, pk),
             )
-            await _run_on(session, pk, after=turn_count)
         self._known.saw(tenant_id, thread_id, prepared.turns[-1].seq, row[6])
         return _appended(prepared.turns, origins, times)
 
@@ -327,10 +333,10 @@ class SQLThreads:
                 if tuple(old) != new:
                     break
                 kept += 1
-            await self._cut(session, pk, kept=kept)
+            *_, through = await self._cut(session, pk, kept=kept)
             fresh = planned[kept:]
             if fresh:
-                await self._insert_turns(
+                through = await self._insert_turns(
                     session,
                     pk,
                     user_id,
@@ -339,13 +345,11 @@ class SQLThreads:
                     texts[kept:],
                     origins[kept:],
                     _rows.counts_of(fresh, _rows.tokenizers_of(row[6])),
+                    through,
                 )
                 await session.queue(
-                    "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ? "
-                    "WHERE id = ?",
-                    (planned[-1].seq, planned[-1].unit_seq, stamp, pk),
+                    _MOVED_ON, (planned[-1].seq, planned[-1].unit_seq, stamp, through, pk)
                 )
-                await _run_on(session, pk, after=kept)
             rows = await session.rows(
                 f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
             )
@@ -362,23 +366,13 @@ class SQLThreads:
         async with self._dialect.write() as session:
             source = await self._thread_row(session, tenant_id, source_id, lock=True)
             kept = min(through_seq, source[4])
-            unit = await session.row(
-                "SELECT unit_seq FROM turns WHERE thread_pk = ? AND seq = ?", (source[0], kept)
-            )
+            unit_seq, through = await _end_at(session, source[0], kept)
             row = await session.row(
                 "INSERT INTO threads (tenant_id, thread_id, user_id, turn_count, last_unit_seq, "
-                "tokenizers, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "tokenizers, tokens_through, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 f"ON CONFLICT (tenant_id, thread_id) DO NOTHING RETURNING {THREAD_COLUMNS}",
-                (
-                    tenant_id,
-                    thread_id,
-                    source[3],
-                    kept,
-                    unit[0] if unit else 0,
-                    source[6],
-                    stamp,
-                    stamp,
-                ),
+                (tenant_id, thread_id, source[3], kept, unit_seq, source[6], through, stamp, stamp),
             )
             if row is None:
                 raise ConflictError(f"thread {thread_id!r} exists already")
@@ -390,7 +384,6 @@ class SQLThreads:
                 "WHERE thread_pk = ? AND seq <= ?",
                 (pk, source_pk, kept),
             )
-            await session.queue(_THREAD_THROUGH, (pk,))
             await session.queue(
                 "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) SELECT ?, "
                 "tokenizer, seq, tokens FROM turn_tokens WHERE thread_pk = ? AND seq <= ?",
@@ -437,9 +430,12 @@ class SQLThreads:
         texts: Sequence[str],
         origins: Sequence[Origin],
         counts: _rows.Counts,
-    ) -> None:
-        """Queues the rows of new turns: each with its chat text, origin, own count and time
-        (`stamps`, one per turn), and the counts with the thread's other tokenizers."""
+        before: int | None,
+    ) -> int | None:
+        """Queues the rows of new turns: each with its chat text, origin, own count, running
+        count (summed on from `before`, the thread's) and time (`stamps`, one per turn), and
+        the counts with the thread's other tokenizers. The thread's running count after them."""
+        through, after = _rows.running_counts(counts.own, before)
         await session.run_many(
             INSERT_TURN,
             [
@@ -454,10 +450,10 @@ class SQLThreads:
                     o.format,
                     o.text,
                     n,
-                    None,  # summed by `_run_on`
+                    running,
                 )
-                for t, text, o, n, moment in zip(
-                    turns, texts, origins, counts.own, stamps, strict=True
+                for t, text, o, n, running, moment in zip(
+                    turns, texts, origins, counts.own, through, stamps, strict=True
                 )
             ],
         )
@@ -466,6 +462,7 @@ class SQLThreads:
                 INSERT_TURN_TOKENS,
                 [(pk, key, seq, tokens) for key, seq, tokens in counts.others],
             )
+        return after
 
     async def _locked_or_new_thread(
         self, session: Session, tenant_id: str, thread_id: str, user_id: str | None, stamp: object
@@ -485,24 +482,22 @@ class SQLThreads:
         )
         return row or await self._thread_row(session, tenant_id, thread_id, lock=True)
 
-    async def _cut(self, session: Session, pk: int, *, kept: int) -> tuple[int, int]:
+    async def _cut(self, session: Session, pk: int, *, kept: int) -> tuple[int, int, int | None]:
         """Removes the turns after seq `kept`, with their counts, and rolls the memory state
         back so that the summary describes only turns that still exist. In the caller's
-        transaction, the thread's row locked. The thread's turn count and last unit's seq."""
+        transaction, the thread's row locked. The thread's turn count, last unit's seq and
+        running count."""
         await session.queue("DELETE FROM turn_tokens WHERE thread_pk = ? AND seq > ?", (pk, kept))
         removed = await session.run("DELETE FROM turns WHERE thread_pk = ? AND seq > ?", (pk, kept))
-        last = await session.row(
-            "SELECT unit_seq FROM turns WHERE thread_pk = ? AND seq = ?", (pk, kept)
-        )
-        last_unit_seq = last[0] if last else 0
+        last_unit_seq, through = await _end_at(session, pk, kept)
         if removed:
             await session.queue(
-                "UPDATE threads SET turn_count = ?, last_unit_seq = ? WHERE id = ?",
-                (kept, last_unit_seq, pk),
+                "UPDATE threads SET turn_count = ?, last_unit_seq = ?, tokens_through = ? "
+                "WHERE id = ?",
+                (kept, last_unit_seq, through, pk),
             )
-            await session.queue(_THREAD_THROUGH, (pk,))
             await self._roll_back_state(session, pk, kept=kept)
-        return kept, last_unit_seq
+        return kept, last_unit_seq, through
 
     async def _roll_back_state(self, session: Session, pk: int, *, kept: int) -> None:
         """Moves the state back to the newest version that covers at most `kept` turns, and
@@ -983,9 +978,18 @@ def _values(rows: Sequence[tuple[int, int]]) -> Iterator[tuple[str, list[int]]]:
         yield "VALUES " + ", ".join(["(?, ?)"] * len(chunk)), [n for row in chunk for n in row]
 
 
+async def _end_at(session: Session, pk: int, seq: int) -> tuple[int, int | None]:
+    """The unit and the running count of the thread's turn `seq`, where a thread cut after it
+    goes on from ((0, 0) at seq 0)."""
+    found = await session.row(
+        "SELECT unit_seq, tokens_through FROM turns WHERE thread_pk = ? AND seq = ?", (pk, seq)
+    )
+    return (found[0], found[1]) if found else (0, 0)
+
+
 async def _run_on(session: Session, pk: int, *, after: int) -> None:
-    """Queues the running counts of the thread's turns after seq `after` (written without
-    them, or counted since) and of the thread: in a write that holds the thread's row."""
+    """Queues the running counts of the thread's turns after seq `after` counted since they
+    were written, and the thread's: in a write that holds the thread's row."""
     await session.queue(_RUN_ON, (after, pk, after, pk, after, pk))
     await session.queue(_THREAD_THROUGH, (pk,))
 

@@ -309,7 +309,8 @@ def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     if write.create:
         db.execute(INSERT_THREAD, write.thread_row())
     count = len(write.turns)
-    through, total = _rows.running_counts([turn[6] for turn in write.turns])
+    counts = [turn[6] for turn in write.turns]
+    _, total = _rows.running_counts(counts)
     found = db.execute(
         _MOVE_ON,
         (
@@ -328,6 +329,7 @@ def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     if found is None:
         return None
     pk, base, before = found
+    through, _ = _rows.running_counts(counts, before)
     db.executemany(
         INSERT_TURN,
         [
@@ -342,7 +344,7 @@ def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
                 fmt,
                 item,
                 n,
-                None if before is None or running is None else before + running,
+                running,
             )
             for (seq, unit, role, message, fmt, item, n), running in zip(
                 write.turns, through, strict=True
