@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -77,85 +77,143 @@ class Metrics:
         """The Prometheus text exposition (version 0.0.4); `pool`: the store's connection
         pool (`PooledStore.pool_stats`), None for a store without one."""
         out: list[str] = []
-
-        def family(name: str, kind: str, help_text: str) -> None:
-            out.append(f"# HELP {name} {help_text}")
-            out.append(f"# TYPE {name} {kind}")
-
-        family("workingmem_http_requests_total", "counter", "HTTP requests by route and status.")
-        for (method, route, status), count in sorted(self.requests.items()):
-            labels = _labels(method=method, route=route, status=status)
-            out.append(f"workingmem_http_requests_total{labels} {count}")
-        name = "workingmem_http_request_duration_seconds"
-        family(name, "histogram", "HTTP request latency, until the last byte, by route.")
-        for (method, route), hist in sorted(self.latency.items()):
-            cumulative = 0
-            for bound, count in zip(BUCKETS, hist.counts, strict=True):
-                cumulative += count
-                labels = _labels(method=method, route=route, le=_number(bound))
-                out.append(f"{name}_bucket{labels} {cumulative}")
-            labels = _labels(method=method, route=route, le="+Inf")
-            out.append(f"{name}_bucket{labels} {hist.count}")
-            base = _labels(method=method, route=route)
-            out.append(f"{name}_sum{base} {_number(hist.total)}")
-            out.append(f"{name}_count{base} {hist.count}")
-        family("workingmem_answers_total", "counter", "Answers of the upstream model.")
-        out.append(f"workingmem_answers_total {self.answers}")
-        family("workingmem_answer_tokens_total", "counter", "Tokens of the answering model.")
-        for kind in ("prompt", "completion"):
-            tokens = self.answer_tokens[kind]
-            out.append(f"workingmem_answer_tokens_total{_labels(kind=kind)} {tokens}")
-        family("workingmem_helper_calls_total", "counter", "Helper (cheap model) calls.")
-        out.append(f"workingmem_helper_calls_total {self.helper_calls}")
-        family("workingmem_helper_tokens_total", "counter", "Tokens of helper calls.")
-        for kind in ("prompt", "completion"):
-            tokens = self.helper_tokens[kind]
-            out.append(f"workingmem_helper_tokens_total{_labels(kind=kind)} {tokens}")
-        name = "workingmem_memory_updates_total"
-        family(name, "counter", "Background memory updates by outcome.")
-        for outcome, count in sorted(self.updates.items()):
-            out.append(f"{name}{_labels(outcome=outcome)} {count}")
-        name = "workingmem_background_queue_depth"
-        family(name, "gauge", "Memory updates waiting or running.")
-        out.append(f"{name} {queue_depth}")
-        name = "workingmem_background_failures_total"
-        family(name, "counter", "Background jobs that failed.")
-        out.append(f"{name} {queue_failures}")
+        _family(
+            out,
+            "workingmem_http_requests_total",
+            "counter",
+            "HTTP requests by route and status.",
+            (
+                (_labels(method=method, route=route, status=status), count)
+                for (method, route, status), count in sorted(self.requests.items())
+            ),
+        )
+        _family(
+            out,
+            "workingmem_http_request_duration_seconds",
+            "histogram",
+            "HTTP request latency, until the last byte, by route.",
+            (
+                line
+                for (method, route), hist in sorted(self.latency.items())
+                for line in _histogram(method, route, hist)
+            ),
+        )
+        _family(
+            out,
+            "workingmem_answers_total",
+            "counter",
+            "Answers of the upstream model.",
+            [("", self.answers)],
+        )
+        _family(
+            out,
+            "workingmem_answer_tokens_total",
+            "counter",
+            "Tokens of the answering model.",
+            ((_labels(kind=kind), self.answer_tokens[kind]) for kind in _TOKEN_KINDS),
+        )
+        _family(
+            out,
+            "workingmem_helper_calls_total",
+            "counter",
+            "Helper (cheap model) calls.",
+            [("", self.helper_calls)],
+        )
+        _family(
+            out,
+            "workingmem_helper_tokens_total",
+            "counter",
+            "Tokens of helper calls.",
+            ((_labels(kind=kind), self.helper_tokens[kind]) for kind in _TOKEN_KINDS),
+        )
+        _family(
+            out,
+            "workingmem_memory_updates_total",
+            "counter",
+            "Background memory updates by outcome.",
+            ((_labels(outcome=outcome), n) for outcome, n in sorted(self.updates.items())),
+        )
+        _family(
+            out,
+            "workingmem_background_queue_depth",
+            "gauge",
+            "Memory updates waiting or running.",
+            [("", queue_depth)],
+        )
+        _family(
+            out,
+            "workingmem_background_failures_total",
+            "counter",
+            "Background jobs that failed.",
+            [("", queue_failures)],
+        )
         if pool is not None:
-            _render_pool(pool, family, out)
+            _render_pool(out, pool)
         return "\n".join(out) + "\n"
 
 
-def _render_pool(
-    pool: Mapping[str, int], family: Callable[[str, str, str], None], out: list[str]
+_TOKEN_KINDS = ("prompt", "completion")
+
+
+def _family(
+    out: list[str], name: str, kind: str, help_text: str, series: Iterable[tuple[str, object]]
 ) -> None:
+    """A metric family: its help and type, then a line per series (the name's suffix and
+    labels, and the value)."""
+    out.append(f"# HELP {name} {help_text}")
+    out.append(f"# TYPE {name} {kind}")
+    out.extend(f"{name}{tail} {value}" for tail, value in series)
+
+
+def _histogram(method: str, route: str, hist: _Histogram) -> Iterator[tuple[str, object]]:
+    """One route's latency series: its cumulative buckets, its sum and its count."""
+    cumulative = 0
+    for bound, count in zip(BUCKETS, hist.counts, strict=True):
+        cumulative += count
+        yield "_bucket" + _labels(method=method, route=route, le=_number(bound)), cumulative
+    yield "_bucket" + _labels(method=method, route=route, le="+Inf"), hist.count
+    yield "_sum" + _labels(method=method, route=route), _number(hist.total)
+    yield "_count" + _labels(method=method, route=route), hist.count
+
+
+_POOL_FAMILIES = (
+    ("max_connections", "gauge", "The most connections the pool opens.", "pool_max"),
+    ("waiting_requests", "gauge", "Requests waiting for a connection.", "requests_waiting"),
+    ("requests_total", "counter", "Connections asked of the pool.", "requests_num"),
+    ("request_errors_total", "counter", "Requests that got no connection.", "requests_errors"),
+)
+"""The pool's families of one series: (name's suffix, type, help, psycopg_pool's key)."""
+
+
+def _render_pool(out: list[str], pool: Mapping[str, int]) -> None:
     """The database pool's families: what a pool too small, or losing connections, shows."""
     size, idle = pool.get("pool_size", 0), pool.get("pool_available", 0)
-    family("workingmem_db_pool_connections", "gauge", "Database connections open, by state.")
-    out.append(f"workingmem_db_pool_connections{_labels(state='idle')} {idle}")
-    out.append(f"workingmem_db_pool_connections{_labels(state='in_use')} {size - idle}")
-    single = (
-        ("max_connections", "gauge", "The most connections the pool opens.", "pool_max", 1),
-        ("waiting_requests", "gauge", "Requests waiting for a connection.", "requests_waiting", 1),
-        ("requests_total", "counter", "Connections asked of the pool.", "requests_num", 1),
-        ("wait_seconds_total", "counter", "Time requests waited.", "requests_wait_ms", 1000),
-        (
-            "request_errors_total",
-            "counter",
-            "Requests that got no connection.",
-            "requests_errors",
-            1,
-        ),
+    _family(
+        out,
+        "workingmem_db_pool_connections",
+        "gauge",
+        "Database connections open, by state.",
+        [(_labels(state="idle"), idle), (_labels(state="in_use"), size - idle)],
     )
-    for suffix, kind, help_text, key, per_unit in single:
-        name = f"workingmem_db_pool_{suffix}"
-        family(name, kind, help_text)
-        value = pool.get(key, 0)
-        out.append(f"{name} {value if per_unit == 1 else _number(value / per_unit)}")
-    name = "workingmem_db_pool_discarded_total"
-    family(name, "counter", "Connections the pool closed, by why.")
-    for reason, key in (("returned_broken", "returns_bad"), ("lost", "connections_lost")):
-        out.append(f"{name}{_labels(reason=reason)} {pool.get(key, 0)}")
+    for suffix, kind, help_text, key in _POOL_FAMILIES:
+        _family(out, f"workingmem_db_pool_{suffix}", kind, help_text, [("", pool.get(key, 0))])
+    _family(
+        out,
+        "workingmem_db_pool_wait_seconds_total",
+        "counter",
+        "Time requests waited.",
+        [("", _number(pool.get("requests_wait_ms", 0) / 1000))],
+    )
+    _family(
+        out,
+        "workingmem_db_pool_discarded_total",
+        "counter",
+        "Connections the pool closed, by why.",
+        [
+            (_labels(reason="returned_broken"), pool.get("returns_bad", 0)),
+            (_labels(reason="lost"), pool.get("connections_lost", 0)),
+        ],
+    )
 
 
 def _labels(**labels: str) -> str:
