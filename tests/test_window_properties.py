@@ -9,6 +9,7 @@ by page, picks exactly the window the pure selection picks on the whole thread.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import workingmem as wm
+from tests.conftest import postgres_url
 from workingmem import context
 from workingmem.messages import normalize_messages, plan_units
 from workingmem.strategies import Selection, group_units, select_window
@@ -146,6 +148,45 @@ def test_load_through_a_store_matches_the_pure_selection(
             try:
                 loaded = await memory.load(
                     tenant_id="t",
+                    thread_id="th",
+                    model=GPT4O,
+                    profile=wm.Profile(id="p"),
+                    budget_tokens=budget,
+                )
+            except wm.ContextOverflowError:
+                return None
+            return loaded.messages
+
+    assert asyncio.run(run()) == expected
+
+
+@given(thread=threads(), budget=st.integers(20, 4_000), ratio=st.sampled_from([0.25, 0.5, 1.0]))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_counted_thread_on_postgresql_loads_the_pure_selection(
+    thread: list[wm.Message], budget: int, ratio: float
+) -> None:
+    """R4 where PostgreSQL finds the window's first turn from the running counts (migration 13):
+    a thread counted at every append, loaded, gives the window selecting on it gives."""
+    url = postgres_url()
+    limit = int(budget * ratio)
+    expected = check_window(counted(thread), limit)
+    config = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW, chat_history_ratio=ratio)
+    tenant = f"tenant-{uuid.uuid4().hex[:12]}"
+
+    async def run() -> Any:
+        async with await wm.open_store(url) as store:
+            await store.append(tenant_id=tenant, thread_id="th", messages=thread[:1])
+            # the model's tokenizer registered: every later append counts its turns
+            tokenizer = wm.tokenizer_for(GPT4O)
+            await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=1)
+            for start in range(1, len(thread), 7):
+                await store.append(
+                    tenant_id=tenant, thread_id="th", messages=thread[start : start + 7]
+                )
+            memory = wm.WorkingMemory(store=store, config=config)
+            try:
+                loaded = await memory.load(
+                    tenant_id=tenant,
                     thread_id="th",
                     model=GPT4O,
                     profile=wm.Profile(id="p"),
