@@ -10,6 +10,7 @@ after a later write, the count it expects is gone, and it writes nothing.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 __all__ = ["Known", "KnownThreads"]
@@ -28,14 +29,16 @@ class KnownThreads:
 
     def __init__(self, size: int = 10_000) -> None:
         self._size = size
-        self._seen: dict[tuple[str, str], Known] = {}
+        self._seen: OrderedDict[tuple[str, str], Known] = OrderedDict()
+        """Oldest first. An OrderedDict forgets its oldest in constant time, where a dict's
+        first key is found by scanning past the slots of those deleted before it."""
 
     def get(self, tenant_id: str, thread_id: str) -> Known | None:
         return self._seen.get((tenant_id, thread_id))
 
     def saw(self, tenant_id: str, thread_id: str, turn_count: int, tokenizers: str) -> None:
         key = (tenant_id, thread_id)
-        self._seen.pop(key, None)
-        self._seen[key] = Known(turn_count, tokenizers)  # newest last: the oldest goes first
+        self._seen[key] = Known(turn_count, tokenizers)
+        self._seen.move_to_end(key)
         if len(self._seen) > self._size:
-            del self._seen[next(iter(self._seen))]
+            self._seen.popitem(last=False)

@@ -157,17 +157,17 @@ _WRITE_TURNS = """
 own AS (
   INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, item,
                      tokens, tokens_through)
-  SELECT th.id, th.base + v.seq, th.base + v.unit_seq, v.role, %(user_id)s::text, v.message,
-         %(now)s, v.format, v.item, v.tokens, th.before + v.through
-  FROM th, unnest(%(seqs)b::integer[], %(units)b::integer[], %(roles)b::text[],
-                  %(messages)b::text[], %(formats)b::text[], %(items)b::text[],
-                  %(tokens)b::integer[], %(through)b::bigint[])
-       AS v(seq, unit_seq, role, message, format, item, tokens, through)),
+  SELECT th.id, th.base + (v->>0)::integer, th.base + (v->>1)::integer, v->>2, %(user_id)s::text,
+         v->>3, %(now)s, v->>4, v->>5, (v->>6)::integer, th.before + (v->>7)::bigint
+  FROM th, jsonb_array_elements(%(turns)s::jsonb) AS v),
 others AS (
   INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens)
-  SELECT th.id, o.tokenizer, th.base + o.seq, o.tokens
-  FROM th, unnest(%(other_keys)b::text[], %(other_seqs)b::integer[],
-                  %(other_tokens)b::integer[]) AS o(tokenizer, seq, tokens))"""
+  SELECT th.id, o->>0, th.base + (o->>1)::integer, (o->>2)::integer
+  FROM th, jsonb_array_elements(%(others)s::jsonb) AS o)"""
+"""The turns, and the other tokenizers' counts, each a JSON array of rows (`_known_params`):
+one text parameter, where an array a column cost psycopg 26 µs a statement to adapt, against
+6 for all of them now. As ``jsonb``, parsed once: a ``json`` value is parsed again by every
+``->>`` (a batch of 100 turns took 4.1 ms, as against 3.4 with arrays and with ``jsonb``)."""
 _RELEASE = """,
 released AS (
   DELETE FROM thread_locks WHERE tenant_id = %(tenant_id)s AND thread_id = %(thread_id)s
@@ -305,11 +305,9 @@ def _tail(rows: list[Row]) -> tuple[Row, list[Row]] | None:
 
 
 def _known_params(write: KnownAppend) -> dict[str, Any]:
-    """The parameters of `write`'s statement (`_APPENDS`, `_OPEN`): a column of the turns (and
-    of the other tokenizers' counts) an array each."""
-    columns = list(zip(*write.turns, strict=True))
-    others = list(zip(*write.others, strict=True)) or [(), (), ()]
-    through, total = _rows.running_counts(columns[6])
+    """The parameters of `write`'s statement (`_APPENDS`, `_OPEN`): its turns, each with its
+    running count, and the other tokenizers' counts, as JSON arrays of rows."""
+    through, total = _rows.running_counts([turn[6] for turn in write.turns])
     return {
         "tenant_id": write.tenant_id,
         "thread_id": write.thread_id,
@@ -321,22 +319,12 @@ def _known_params(write: KnownAppend) -> dict[str, Any]:
         "last_unit": write.turns[-1][1],
         "release": write.release,
         "held": write.held,
-        "through": through,
         "total": total,
-        **{
-            name: list(column)
-            for name, column in zip(
-                ("seqs", "units", "roles", "messages", "formats", "items", "tokens"),
-                columns,
-                strict=True,
-            )
-        },
-        **{
-            name: list(column)
-            for name, column in zip(
-                ("other_keys", "other_seqs", "other_tokens"), others, strict=True
-            )
-        },
+        "turns": json.dumps(
+            [(*turn, count) for turn, count in zip(write.turns, through, strict=True)],
+            ensure_ascii=False,
+        ),
+        "others": json.dumps(write.others, ensure_ascii=False),
     }
 
 

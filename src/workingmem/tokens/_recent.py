@@ -18,6 +18,7 @@ request. Outside a scope every text is counted.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -54,7 +55,7 @@ class RecentCounts:
         self._count = count
         self._max_chars = max_chars
         self._min_chars = min_chars
-        self._counts: dict[tuple[str, str], int] = {}
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()  # oldest first
         self._chars = 0
         self._lock = threading.Lock()
 
@@ -72,7 +73,6 @@ class RecentCounts:
                 self._counts[key] = counted
                 self._chars += len(text)
                 while self._chars > self._max_chars:
-                    oldest = next(iter(self._counts))
-                    self._chars -= len(oldest[1])
-                    del self._counts[oldest]
+                    (_, oldest), _ = self._counts.popitem(last=False)
+                    self._chars -= len(oldest)
         return counted
