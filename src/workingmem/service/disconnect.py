@@ -20,7 +20,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["ClientDisconnectedError", "EventStreamResponse", "unless_disconnected"]
+__all__ = ["ClientDisconnectedError", "EventStreamResponse", "LastPiece", "unless_disconnected"]
 
 T = TypeVar("T")
 
@@ -81,6 +81,12 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
+class LastPiece(bytes):
+    """A stream's last piece of the body (its close): `EventStreamResponse` sends it as the
+    body's end, one trip through the ASGI stack and one write, where a piece and then the end
+    took two of each."""
+
+
 class EventStreamResponse(StreamingResponse):
     """A `StreamingResponse` whose stream stops when the client goes, by `unless_disconnected`.
 
@@ -99,3 +105,19 @@ class EventStreamResponse(StreamingResponse):
             return  # nobody reads the rest, and nothing runs after it
         if self.background is not None:
             await self.background()
+
+    async def stream_response(self, send: Send) -> None:
+        """Starlette's, but a `LastPiece` ends the body; the stream then runs to its end."""
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        pieces = aiter(self.body_iterator)
+        async for piece in pieces:
+            last = isinstance(piece, LastPiece)
+            body = piece.encode(self.charset) if isinstance(piece, str) else bytes(piece)
+            await send({"type": "http.response.body", "body": body, "more_body": not last})
+            if last:
+                extra = await anext(pieces, None)  # the stream's end: it closes what it holds
+                assert extra is None, f"a piece after the last: {extra!r}"
+                return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

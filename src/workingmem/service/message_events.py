@@ -24,6 +24,7 @@ from typing import Any
 from ..formats.anthropic import FORMAT
 from ..gateway import AnswerStream
 from ..llm import NativeEvent
+from .disconnect import LastPiece
 from .errors import anthropic_error_body
 from .metrics import Metrics
 from .sse import Finish, named_event, stream_failure
@@ -92,7 +93,7 @@ async def message_events(
             )
         )
         closing.append(named_event({"type": "message_stop"}))
-        yield b"".join(closing)
+        yield LastPiece(b"".join(closing))
 
 
 class _Blocks:

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..gateway import AnswerStream
 from ..llm import Usage
+from .disconnect import LastPiece
 from .metrics import Metrics
 from .response_body import ResponseInfo, response_object
 from .sse import Finish, named_event, stream_failure
@@ -136,4 +137,4 @@ async def response_events(
                 ]
         done = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         closing.append(event(done, response=body))
-        yield b"".join(closing)
+        yield LastPiece(b"".join(closing))

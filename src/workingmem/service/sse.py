@@ -25,6 +25,7 @@ from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream, AskResult
 from ..llm import NativeEvent, Usage
 from .chat_schemas import CompletionUsage
+from .disconnect import LastPiece
 from .errors import ApiError, error_body, map_error
 from .metrics import Metrics
 
@@ -136,7 +137,7 @@ async def answer_events(
             last["usage"] = CompletionUsage.of(usage).model_dump()
             closing.append(_event(last))
         closing.append(b"data: [DONE]\n\n")
-        yield b"".join(closing)
+        yield LastPiece(b"".join(closing))
 
 
 def _error_event(error: ApiError) -> bytes:
