@@ -160,6 +160,13 @@ def decode_facts(text: str) -> tuple[Fact, ...]:
     )
 
 
+def state_of(row: Sequence[Any], moment: Callable[[Any], datetime]) -> WorkingMemoryState:
+    """A state's row (version, summary, facts, turn count, time), its time read by `moment`
+    (the dialect's)."""
+    version, summary, facts, turn_count, stamp = row
+    return state_from_row(version, summary, facts, turn_count, moment(stamp))
+
+
 def state_from_row(
     version: int, summary: str, facts: str, turn_count: int, updated_at: datetime | None
 ) -> WorkingMemoryState:

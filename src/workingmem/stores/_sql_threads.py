@@ -1,15 +1,16 @@
-"""Threads, turns, token counts, the memory state and its lease: the SQL, written once.
+"""Threads, turns and their token counts: the SQL, written once.
 
 `SQLStore` inherits these methods; the dialect (`_dialect`) runs them on SQLite or PostgreSQL.
 Every write is one transaction that first locks the thread's row where the database needs it
 (PostgreSQL's ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already serializes writers), so two
-workers never give two turns the same seq and a state's compare-and-set cannot interleave.
+workers never give two turns the same seq. The memory state and the leases are
+`_sql_states`'.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +30,8 @@ from ..types import Thread, Turn, WorkingMemoryState
 from . import _rows, _search
 from ._dialect import Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
 from ._known import KnownThreads
-from .base import Claim, StateWrite, Tail, with_window
+from ._leases import RELEASE_THREAD, claim_sql
+from .base import Claim, Tail, with_window
 
 __all__ = [
     "INSERT_THREAD",
@@ -39,6 +41,8 @@ __all__ = [
     "THREAD_COLUMNS",
     "THREAD_COLUMNS_OF_TH",
     "SQLThreads",
+    "thread_of",
+    "thread_row",
 ]
 
 THREAD_COLUMNS = (
@@ -75,15 +79,6 @@ INSERT_THREAD = (
 """A new thread's row, with no turns; nothing when it exists."""
 
 
-def release_sql(table: str, columns: Sequence[str]) -> str:
-    """The DELETE that gives a lock (or a lease) of `table`, keyed by `columns`, back: only
-    its owner's, nothing when another holds it."""
-    where = " AND ".join(f"{column} = ?" for column in columns)
-    return f"DELETE FROM {table} WHERE {where} AND owner = ?"
-
-
-RELEASE_THREAD = release_sql("thread_locks", ("tenant_id", "thread_id"))
-"""A thread's ask lock given back: (tenant_id, thread_id, owner)."""
 INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
     "item, tokens, tokens_through) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -134,31 +129,34 @@ _NEW_TOKENIZERS = "[]"
 """A new thread's tokenizers column (its default in the schema)."""
 
 
+def thread_of(row: Row, dialect: Dialect) -> Thread:
+    """A thread's row (`THREAD_COLUMNS`) as a `Thread`."""
+    return Thread(
+        tenant_id=row[1],
+        thread_id=row[2],
+        user_id=row[3],
+        turn_count=row[4],
+        created_at=dialect.moment(row[7]),
+        updated_at=dialect.moment(row[8]),
+    )
+
+
+async def thread_row(
+    session: Session, dialect: Dialect, tenant_id: str, thread_id: str, *, lock: bool = False
+) -> Row:
+    """A thread's row (`THREAD_COLUMNS`), locked for the transaction with `lock` where the
+    database locks rows; `NotFoundError` for a thread that does not exist."""
+    row = await session.row(_SELECT_THREAD + (dialect.lock if lock else ""), (tenant_id, thread_id))
+    if row is None:
+        raise NotFoundError("thread", thread_id)
+    return row
+
+
 class SQLThreads:
     """The ThreadStore methods of `SQLStore`."""
 
     _dialect: Dialect
     _known: KnownThreads
-
-    def _thread(self, row: Row) -> Thread:
-        return Thread(
-            tenant_id=row[1],
-            thread_id=row[2],
-            user_id=row[3],
-            turn_count=row[4],
-            created_at=self._dialect.moment(row[7]),
-            updated_at=self._dialect.moment(row[8]),
-        )
-
-    async def _thread_row(
-        self, session: Session, tenant_id: str, thread_id: str, *, lock: bool = False
-    ) -> Row:
-        row = await session.row(
-            _SELECT_THREAD + (self._dialect.lock if lock else ""), (tenant_id, thread_id)
-        )
-        if row is None:
-            raise NotFoundError("thread", thread_id)
-        return row
 
     async def append(
         self,
@@ -306,7 +304,7 @@ class SQLThreads:
         oldest first ([] for a thread without turns)."""
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:
-            row = await self._thread_row(session, tenant_id, thread_id, lock=True)
+            row = await thread_row(session, self._dialect, tenant_id, thread_id, lock=True)
             pk, last_unit_seq = row[0], row[5]
             if not row[4]:
                 return []
@@ -378,7 +376,7 @@ class SQLThreads:
         _rows.check_seq("through_seq", through_seq)
         stamp = self._dialect.stamp(_rows.utcnow())
         async with self._dialect.write() as session:
-            source = await self._thread_row(session, tenant_id, source_id, lock=True)
+            source = await thread_row(session, self._dialect, tenant_id, source_id, lock=True)
             kept = min(through_seq, source[4])
             unit_seq, through = await _end_at(session, source[0], kept)
             row = await session.row(
@@ -419,13 +417,13 @@ class SQLThreads:
                     "turn_count, reason, created_at) VALUES (?, 1, ?, ?, ?, 'fork', ?)",
                     (pk, state[0], state[1], state[2], stamp),
                 )
-        return self._thread(row)
+        return thread_of(row, self._dialect)
 
     async def delete_thread(self, *, tenant_id: str, thread_id: str) -> None:
         """Deletes the thread and everything of it (see `TurnStore.delete_thread`)."""
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.write() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id, lock=True))[0]
+            pk = (await thread_row(session, self._dialect, tenant_id, thread_id, lock=True))[0]
             # Turns, counts, the state, its versions and the lease go with the row (cascade).
             await session.queue("DELETE FROM threads WHERE id = ?", (pk,))
             await session.queue(
@@ -494,7 +492,7 @@ class SQLThreads:
             f"{INSERT_THREAD} RETURNING {THREAD_COLUMNS}",
             (tenant_id, thread_id, user_id, stamp, stamp, _NEW_TOKENIZERS),
         )
-        return row or await self._thread_row(session, tenant_id, thread_id, lock=True)
+        return row or await thread_row(session, self._dialect, tenant_id, thread_id, lock=True)
 
     async def _cut(self, session: Session, pk: int, *, kept: int) -> tuple[int, int, int | None]:
         """Removes the turns after seq `kept`, with their counts, and rolls the memory state
@@ -563,7 +561,9 @@ class SQLThreads:
     async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.read() as session:
-            return self._thread(await self._thread_row(session, tenant_id, thread_id))
+            return thread_of(
+                await thread_row(session, self._dialect, tenant_id, thread_id), self._dialect
+            )
 
     async def list_threads(
         self, *, tenant_id: str, limit: int = 50, offset: int = 0
@@ -576,7 +576,7 @@ class SQLThreads:
                 "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
                 (tenant_id, limit, offset),
             )
-        return [self._thread(row) for row in rows]
+        return [thread_of(row, self._dialect) for row in rows]
 
     async def list_turns(
         self, *, tenant_id: str, thread_id: str, after_seq: int = 0, limit: int = 100
@@ -590,7 +590,7 @@ class SQLThreads:
                 _LIST_TURNS, (tenant_id, thread_id, after_seq, after_seq + limit, limit)
             )
             if not rows:  # no turns there, or no thread: only then is its row read
-                await self._thread_row(session, tenant_id, thread_id)
+                await thread_row(session, self._dialect, tenant_id, thread_id)
         return [self._turn(r) for r in rows]
 
     async def read_tail(
@@ -644,7 +644,7 @@ class SQLThreads:
                 )
                 write = replace(write, held=owner)
         claimed, found, base = await self._dialect.claim_and_read_tail(
-            self._claim("thread_locks", keys, owner, ttl_seconds),
+            claim_sql(self._dialect, "thread_locks", keys, owner, ttl_seconds),
             _lock_read(tokenizer, tenant_id, thread_id, limit, window, self._dialect),
             write,
         )
@@ -676,8 +676,12 @@ class SQLThreads:
         if missing or tokenizer.key not in _rows.tokenizers_of(column):
             column = await self._remember_counts(row[0], tokenizer.key, missing, seen=column)
         self._known.saw(tenant_id, thread_id, row[4], column)
-        state = WorkingMemoryState() if row[9] is None else self._state(row[9:14])
-        return Tail(thread=self._thread(row), turns=turns, state=state)
+        state = (
+            WorkingMemoryState()
+            if row[9] is None
+            else _rows.state_of(row[9:14], self._dialect.moment)
+        )
+        return Tail(thread=thread_of(row, self._dialect), turns=turns, state=state)
 
     async def search_turns(
         self,
@@ -696,7 +700,7 @@ class SQLThreads:
             _rows.check_seq("before_seq", before_seq, minimum=1)
         words = _search.terms(query)
         async with self._dialect.read() as session:
-            row = await self._thread_row(session, tenant_id, thread_id)
+            row = await thread_row(session, self._dialect, tenant_id, thread_id)
             pk, top = row[0], row[4] + 1
             if before_seq is not None:
                 top = min(top, before_seq)
@@ -734,7 +738,7 @@ class SQLThreads:
     ) -> list[Turn]:
         tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
         async with self._dialect.read() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
+            pk = (await thread_row(session, self._dialect, tenant_id, thread_id))[0]
             times = await session.rows(
                 "SELECT seq, created_at FROM turns WHERE thread_pk = ? AND seq >= ? AND seq <= ? "
                 "ORDER BY seq",
@@ -797,185 +801,6 @@ class SQLThreads:
             if counts and own:
                 await session.queue(_THREAD_THROUGH, (pk,))
         return column
-
-    # -- memory state ------------------------------------------------------------------------
-
-    def _state(self, row: Row) -> WorkingMemoryState:
-        version, summary, facts, turn_count, stamp = row
-        return _rows.state_from_row(
-            version, summary, facts, turn_count, self._dialect.moment(stamp)
-        )
-
-    async def get_memory_state(self, *, tenant_id: str, thread_id: str) -> WorkingMemoryState:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.read() as session:
-            found = await session.row(
-                f"SELECT {STATE_COLUMNS_OF_S} "
-                "FROM threads AS th LEFT JOIN memory_states AS s ON s.thread_pk = th.id "
-                "WHERE th.tenant_id = ? AND th.thread_id = ?",
-                (tenant_id, thread_id),
-            )
-        if found is None:
-            raise NotFoundError("thread", thread_id)
-        return WorkingMemoryState() if found[0] is None else self._state(found)
-
-    async def write_memory_state(
-        self, *, tenant_id: str, thread_id: str, write: StateWrite
-    ) -> WorkingMemoryState:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        now = _rows.utcnow()
-        stamp = self._dialect.stamp(now)
-        facts = _rows.encode_facts(write.facts)
-        async with self._dialect.write() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id, lock=True))[0]
-            found = await session.row(
-                "SELECT version FROM memory_states WHERE thread_pk = ?", (pk,)
-            )
-            current = 0 if found is None else found[0]
-            if current != write.expected_version:
-                raise ConflictError(
-                    f"thread {thread_id!r}: memory state is at version {current}, "
-                    f"not {write.expected_version}"
-                )
-            version = current + 1
-            await session.queue(
-                "INSERT INTO memory_states (thread_pk, version, summary, facts, turn_count, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_pk) DO UPDATE SET "
-                "version = excluded.version, summary = excluded.summary, facts = excluded.facts, "
-                "turn_count = excluded.turn_count, updated_at = excluded.updated_at",
-                (pk, version, write.summary, facts, write.turn_count, stamp),
-            )
-            await session.queue(
-                "INSERT INTO memory_state_versions (thread_pk, version, summary, facts, "
-                "turn_count, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (pk, version, write.summary, facts, write.turn_count, write.reason, stamp),
-            )
-            if write.forgets:
-                await session.queue(
-                    "DELETE FROM memory_state_versions WHERE thread_pk = ? AND version < ?",
-                    (pk, version),
-                )
-        return _rows.state_from_row(version, write.summary, facts, write.turn_count, now)
-
-    async def list_memory_states(
-        self, *, tenant_id: str, thread_id: str, limit: int = 20
-    ) -> list[WorkingMemoryState]:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        _rows.check_page(limit, 0)
-        async with self._dialect.read() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            rows = await session.rows(
-                "SELECT version, summary, facts, turn_count, created_at FROM memory_state_versions "
-                "WHERE thread_pk = ? ORDER BY version DESC LIMIT ?",
-                (pk, limit),
-            )
-        return [self._state(row) for row in rows]
-
-    async def read_memory(
-        self, *, tenant_id: str, thread_id: str, versions: int = 20
-    ) -> tuple[Thread, WorkingMemoryState, list[WorkingMemoryState]]:
-        """The thread, its memory state and the state's newest versions, from one snapshot:
-        the versions never run ahead of the state they are shown beside."""
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        _rows.check_page(versions, 0)
-        async with self._dialect.snapshot() as session:
-            row = await self._thread_row(session, tenant_id, thread_id)
-            found = await session.row(
-                "SELECT version, summary, facts, turn_count, updated_at FROM memory_states "
-                "WHERE thread_pk = ?",
-                (row[0],),
-            )
-            history = await session.rows(
-                "SELECT version, summary, facts, turn_count, created_at FROM memory_state_versions "
-                "WHERE thread_pk = ? ORDER BY version DESC LIMIT ?",
-                (row[0], versions),
-            )
-        state = WorkingMemoryState() if found is None else self._state(found)
-        return self._thread(row), state, [self._state(r) for r in history]
-
-    # An ask lock's row names its thread by ids (the thread may not exist yet): each of its
-    # writes is one statement, which PostgreSQL runs in one round trip.
-
-    async def claim_thread(
-        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
-    ) -> bool:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        keys = {"tenant_id": tenant_id, "thread_id": thread_id}
-        claim = self._claim("thread_locks", keys, owner, ttl_seconds)
-        return await self._dialect.write_one(*claim) == 1
-
-    async def renew_thread(
-        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
-    ) -> bool:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        keys = {"tenant_id": tenant_id, "thread_id": thread_id}
-        renew = self._renew("thread_locks", keys, owner, ttl_seconds)
-        return await self._dialect.write_one(*renew) == 1
-
-    async def release_thread(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        await self._dialect.write_one(RELEASE_THREAD, (tenant_id, thread_id, owner))
-
-    async def claim_memory_update(
-        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
-    ) -> bool:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.write() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            claim = self._claim("memory_leases", {"thread_pk": pk}, owner, ttl_seconds)
-            return await session.last(*claim) == 1
-
-    async def renew_memory_update(
-        self, *, tenant_id: str, thread_id: str, owner: str, ttl_seconds: float
-    ) -> bool:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.write() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            renew = self._renew("memory_leases", {"thread_pk": pk}, owner, ttl_seconds)
-            return await session.last(*renew) == 1
-
-    async def release_memory_update(self, *, tenant_id: str, thread_id: str, owner: str) -> None:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.write() as session:
-            pk = (await self._thread_row(session, tenant_id, thread_id))[0]
-            await session.queue(*self._release("memory_leases", {"thread_pk": pk}, owner))
-
-    # A lease: a row per key with its owner and expiry, in `thread_locks` or `memory_leases`
-    # (names of this module, never input); taking one is an upsert that wins only over an
-    # expired row, so of two claimers one gets it (the statement changes one row).
-
-    def _claim(
-        self, table: str, keys: Mapping[str, object], owner: str, ttl: float
-    ) -> tuple[str, tuple[object, ...]]:
-        now = _rows.utcnow()
-        columns = ", ".join(keys)
-        return (
-            f"INSERT INTO {table} ({columns}, owner, expires_at) VALUES "
-            f"({', '.join('?' * (len(keys) + 2))}) ON CONFLICT ({columns}) DO UPDATE SET "
-            f"owner = excluded.owner, expires_at = excluded.expires_at "
-            f"WHERE {table}.expires_at < ?",
-            (
-                *keys.values(),
-                owner,
-                self._dialect.stamp(_rows.later(now, ttl)),
-                self._dialect.stamp(now),
-            ),
-        )
-
-    def _renew(
-        self, table: str, keys: Mapping[str, object], owner: str, ttl: float
-    ) -> tuple[str, tuple[object, ...]]:
-        where = " AND ".join(f"{column} = ?" for column in keys)
-        return (
-            f"UPDATE {table} SET expires_at = ? WHERE {where} AND owner = ?",
-            (self._dialect.stamp(_rows.later(_rows.utcnow(), ttl)), *keys.values(), owner),
-        )
-
-    @staticmethod
-    def _release(
-        table: str, keys: Mapping[str, object], owner: str
-    ) -> tuple[str, tuple[object, ...]]:
-        return release_sql(table, list(keys)), (*keys.values(), owner)
 
 
 _VALUES_ROWS = 1_000

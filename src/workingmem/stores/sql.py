@@ -21,12 +21,13 @@ from ._known import KnownThreads
 from ._sql_documents import SQLDocuments
 from ._sql_keys import SQLKeys
 from ._sql_responses import SQLResponses
+from ._sql_states import SQLStates
 from ._sql_threads import SQLThreads
 
 __all__ = ["SQLStore"]
 
 
-class SQLStore(SQLThreads, SQLDocuments, SQLKeys, SQLResponses):
+class SQLStore(SQLThreads, SQLStates, SQLDocuments, SQLKeys, SQLResponses):
     """A `Store` (threads, memory states, documents, API keys, stored responses) on one SQL
     database."""
 

@@ -30,11 +30,11 @@ from typing import Any, TypeVar
 from ..errors import StoreError
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
+from ._leases import RELEASE_THREAD
 from ._sql_threads import (
     INSERT_THREAD,
     INSERT_TURN,
     INSERT_TURN_TOKENS,
-    RELEASE_THREAD,
     STATE_COLUMNS_OF_S,
     THREAD_COLUMNS_OF_TH,
 )
