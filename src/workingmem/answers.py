@@ -1,0 +1,154 @@
+"""What the gateway gives back: an ask's result, its answer as a stream, what it remembers of
+a thread and what a reset forgot.
+
+    result = await gateway.ask(tenant_id="t1", thread_id="th1", message="And in May?")
+    result.answer, result.usage, result.turns
+    stream = gateway.ask_stream(tenant_id="t1", thread_id="th1", message="And in May?")
+    async for text in stream: ...
+    stream.result                                   # the AskResult, once the stream has ended
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from .context import AssembledContext, AssemblyWarning
+from .llm import NativeEvent, Usage
+from .tokens._recent import counting_for
+from .types import Strategy, Thread, Turn, WorkingMemoryState
+
+__all__ = ["AnswerStream", "AskResult", "ResetResult", "ThreadMemory"]
+
+
+@dataclass(frozen=True, slots=True)
+class AskResult:
+    """What one `ask` produced."""
+
+    answer: str
+    """The stored answer (the reviewed text, when a review edited it)."""
+    usage: Usage
+    """The answering model's tokens, over every round of the call."""
+    warnings: list[AssemblyWarning]
+    context: AssembledContext
+    """The last request sent upstream, with what each part cost."""
+    turns: list[Turn]
+    """The turns this call stored: the user turn, tool rounds, the answer."""
+    model: str
+    tool_rounds: int = 0
+    reviewed: bool = False
+    finish_reason: str = "stop"
+    """The upstream's reason for ending the answer (``length`` when cut at max_tokens,
+    ``tool_calls`` when it called the client's tools)."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """The calls of the client's own tools (`ask`'s `tools`) the model made, in OpenAI's
+    format: the client runs them and sends their results in its next request. The gateway's
+    agent-memory calls never appear here: it runs them itself."""
+    thread_id: str = ""
+    """The thread answered: the one asked for, or the conversation found (`ask` without a
+    thread id)."""
+    response: dict[str, Any] | None = None
+    """The upstream's last response as it came (every choice, logprobs, fields the gateway
+    does not know), when the client gives it (`Completion.raw`); for a service that hands it
+    on. Its first choice is what was stored."""
+    input_seq: int = 0
+    """The seq of the turn answered: the request's last turn as stored (the answer's turns
+    follow it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResetResult:
+    """What `Gateway.reset_thread_memory` forgot."""
+
+    thread_id: str
+    summary_cleared: bool = True
+    """The thread memory's summary and facts are gone (always: a reset is a forget)."""
+    agent_memory_cleared: bool = False
+    """The conversation's agent memory (spec 003) and its versions were erased too."""
+
+    @property
+    def working_memory_cleared(self) -> bool:
+        """`agent_memory_cleared`, by the name spec 003's REST field gives it."""
+        return self.agent_memory_cleared
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadMemory:
+    """What the gateway remembers of a thread, for a "what do you remember" page."""
+
+    thread: Thread
+    strategy: Strategy | None
+    """The strategy the profile resolves to; None when memory is switched off."""
+    state: WorkingMemoryState
+    notes: str
+    """The notes as the model sees them now ("" under SLIDING_WINDOW)."""
+    versions: list[WorkingMemoryState]
+    """The summary's versions, newest first."""
+    agent_memory: str | None
+    """The agent memory the model reads with this thread (spec 003: the conversation's, or
+    its user's), if any."""
+    window_tokens: int | None
+    """The tokens of the next request's history window; None if it cannot be assembled."""
+    budget_tokens: int | None
+
+    @property
+    def working_memory(self) -> str | None:
+        """`agent_memory`, by the name spec 003 gives the document ("working memory")."""
+        return self.agent_memory
+
+
+class AnswerStream:
+    """The answer's text as it arrives; `result` once the stream has ended.
+
+    The answer is stored once the stream ends; a consumer that stops early (a client that
+    disconnected) leaves the thread as it was before the answer: no half answer is stored.
+    Iterating it gives the text; `events` also gives the upstream's own events that text
+    cannot carry (`NativeEvent`: a thinking block), for a client that speaks its API.
+    """
+
+    def __init__(
+        self, chunks: AsyncGenerator[str | NativeEvent, None], *, tenant_id: str | None = None
+    ) -> None:
+        self._chunks = chunks
+        self._tenant_id = tenant_id
+        self.result: AskResult | None = None
+        self.thread_id: str | None = None
+        """The thread answered, once the stream has begun (a conversation found without
+        an id has one only then)."""
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            piece = await self._step()
+            if isinstance(piece, str):
+                return piece
+
+    def events(self) -> AsyncIterator[str | NativeEvent]:
+        """The text and the upstream's `NativeEvent`, in the order they came."""
+        return _Events(self)
+
+    async def _step(self) -> str | NativeEvent:
+        """The next piece, made in the tenant's counting scope (whatever task asks for it)."""
+        if self._tenant_id is None:
+            return await anext(self._chunks)
+        with counting_for(self._tenant_id):
+            return await anext(self._chunks)
+
+    async def aclose(self) -> None:
+        await self._chunks.aclose()
+
+
+class _Events:
+    """`AnswerStream.events`: every piece, text or not, of the one stream."""
+
+    def __init__(self, stream: AnswerStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    async def __anext__(self) -> str | NativeEvent:
+        return await self._stream._step()
