@@ -13,6 +13,7 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import user
+from workingmem.stores.sql import SQLStore
 
 pytestmark = pytest.mark.asyncio
 
@@ -168,3 +169,46 @@ async def test_a_turn_an_older_version_stored_too_deep_still_reads(tmp_path: Any
     assert isinstance(turn.content, list)
     assert TOO_DEEP in json.dumps(turn.content)
     json.dumps(turn.to_message())  # serializes now
+
+
+ODD = 'Grüße 👋 \u0000 \u2028 "quoted" \\ back'
+"""Text JSON must escape, and characters a database may treat apart."""
+
+
+async def test_turns_appended_in_one_trip_read_back_unchanged(
+    store: wm.Store, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread this store has seen is appended to in one trip (`Dialect.append_known`, its
+    rows sent as one JSON document on PostgreSQL): odd text, a native item and the counts
+    come back exactly as the ordinary append keeps them."""
+    assert isinstance(store, SQLStore)
+    trips: list[int | None] = []
+    append_known = store._dialect.append_known
+
+    async def counted(write: Any) -> int | None:
+        trips.append(await append_known(write))
+        return trips[-1]
+
+    monkeypatch.setattr(store._dialect, "append_known", counted)
+    tokenizer = wm.tokens.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hello")])
+    await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=8)
+    item, view = ITEMS["anthropic.messages"]
+    odd_item = {**item, "content": [{**item["content"][0], "thinking": ODD}, *item["content"][1:]]}
+    messages: list[wm.MessageIn | wm.NativeItem] = [
+        {"role": "user", "content": ODD, "name": "ada"},
+        wm.NativeItem(format="anthropic.messages", item=odd_item, message=view),
+    ]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages)
+
+    assert trips == [1], "the second append took one trip, after the thread's first turn"
+    _, first, second = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert first.to_message() == messages[0]
+    assert (second.format, second.in_format("anthropic.messages")) == (
+        "anthropic.messages",
+        odd_item,
+    )
+    tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=8)
+    assert [t.tokens for t in tail.turns] == [
+        tokenizer.count_message(m) for m in (user("hello"), messages[0], view)
+    ]
