@@ -127,6 +127,25 @@ def test_every_window_is_valid_fits_and_is_the_longest(
     check_window(counted(thread), limit)
 
 
+async def _window(
+    store: wm.Store, tenant: str, config: wm.WorkingMemoryConfig, budget: int
+) -> list[wm.ChatMessage] | None:
+    """The messages `WorkingMemory.load` gives of thread "th" under `budget`; None when the
+    budget cannot hold the current turn."""
+    memory = wm.WorkingMemory(store=store, config=config)
+    try:
+        loaded = await memory.load(
+            tenant_id=tenant,
+            thread_id="th",
+            model=GPT4O,
+            profile=wm.Profile(id="p"),
+            budget_tokens=budget,
+        )
+    except wm.ContextOverflowError:
+        return None
+    return loaded.messages
+
+
 @given(thread=threads(), budget=st.integers(20, 4_000), ratio=st.sampled_from([0.25, 0.5, 1.0]))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_load_through_a_store_matches_the_pure_selection(
@@ -144,18 +163,7 @@ def test_load_through_a_store_matches_the_pure_selection(
                 await store.append(
                     tenant_id="t", thread_id="th", messages=thread[start : start + 7]
                 )
-            memory = wm.WorkingMemory(store=store, config=config)
-            try:
-                loaded = await memory.load(
-                    tenant_id="t",
-                    thread_id="th",
-                    model=GPT4O,
-                    profile=wm.Profile(id="p"),
-                    budget_tokens=budget,
-                )
-            except wm.ContextOverflowError:
-                return None
-            return loaded.messages
+            return await _window(store, "t", config, budget)
 
     assert asyncio.run(run()) == expected
 
@@ -183,18 +191,7 @@ def test_a_counted_thread_on_postgresql_loads_the_pure_selection(
                 await store.append(
                     tenant_id=tenant, thread_id="th", messages=thread[start : start + 7]
                 )
-            memory = wm.WorkingMemory(store=store, config=config)
-            try:
-                loaded = await memory.load(
-                    tenant_id=tenant,
-                    thread_id="th",
-                    model=GPT4O,
-                    profile=wm.Profile(id="p"),
-                    budget_tokens=budget,
-                )
-            except wm.ContextOverflowError:
-                return None
-            return loaded.messages
+            return await _window(store, tenant, config, budget)
 
     assert asyncio.run(run()) == expected
 
