@@ -20,7 +20,15 @@ from pathlib import Path
 
 from bench_gateway import progress
 
-__all__ = ["children", "cpu_seconds", "free_port", "server_process", "stack_of", "tree_cpu_seconds"]
+__all__ = [
+    "children",
+    "cpu_seconds",
+    "free_port",
+    "server_process",
+    "server_socket",
+    "stack_of",
+    "tree_cpu_seconds",
+]
 
 
 @contextlib.contextmanager
@@ -61,6 +69,18 @@ def server_process(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def server_socket() -> socket.socket:
+    """A loopback socket on a free port for a server of this machine's benchmarks, listening
+    (a client that comes before the server has started waits instead of being refused).
+    IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets accepted from a socket of that
+    proto; without it every keep-alive request waits ~40 ms (Nagle + delayed ACK)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    return sock
 
 
 def free_port() -> int:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import sys
 import tempfile
 import time
@@ -50,8 +49,9 @@ from fastapi.responses import JSONResponse
 import workingmem as wm
 from _data import default_data_path, read_conversations
 from _instant_upstream import ANSWER, completion_json
-from _processes import cpu_seconds, server_process
+from _processes import cpu_seconds, server_process, server_socket
 from _wrk import run_wrk, wrk_path
+from bench_gateway import progress
 from bench_service import MODEL_ID, drain, median_of, request_bodies, spread, wait_ready
 from workingmem.llm import OpenAIClient
 from workingmem.llm.base import CallKind, CallMeta
@@ -97,10 +97,7 @@ def serve_floor(kind: str) -> None:
     """A floor app under uvicorn on a free port that it prints, as `serve_service` serves ours."""
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)  # connections wait for uvicorn's start instead of being refused
+    sock = server_socket()
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(floor_app(kind), log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
@@ -251,10 +248,6 @@ def report(figures: dict[str, list[float]], args: argparse.Namespace) -> None:
         "context, the answer's turn, the update queued), our HTTP layer (keys, the thread's "
         "headers, the response), and the loop's work for the upstream's and the store's waits."
     )
-
-
-def progress(message: str) -> None:
-    print(f"... {message}", file=sys.stderr, flush=True)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

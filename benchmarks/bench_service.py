@@ -55,7 +55,6 @@ import json
 import os
 import platform
 import re
-import socket
 import sqlite3
 import statistics
 import sys
@@ -77,7 +76,14 @@ from _cli import POSTGRES_ENV, add_store_options, positive_ints
 from _data import read_conversations, thread_messages
 from _instant_upstream import ANSWER, serve_upstream
 from _litellm import DEFAULT_VENV, ensure_litellm, litellm_version, proxy_command
-from _processes import cpu_seconds, free_port, server_process, stack_of, tree_cpu_seconds
+from _processes import (
+    cpu_seconds,
+    free_port,
+    server_process,
+    server_socket,
+    stack_of,
+    tree_cpu_seconds,
+)
 from _wrk import WrkResult, run_wrk, wrk_path, wrk_version
 from bench_gateway import build_thread, load_average, ms, print_table, progress
 from workingmem.gateway_config import GatewayConfig
@@ -130,11 +136,7 @@ def serve_service(upstream_url: str, workers: int) -> None:
         profiles=(window,),
         tune_gc=True,  # as `workingmem serve` runs it
     )
-    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets accepted from a socket of
-    # that proto; without it every keep-alive request waits ~40 ms (Nagle + delayed ACK).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = server_socket()
     print(sock.getsockname()[1], flush=True)
     quiet: dict[str, Any] = {"log_level": "warning", "access_log": False, "lifespan": "on"}
     if workers == 1:
