@@ -46,6 +46,7 @@ __all__ = [
     "plan_append",
     "running_counts",
     "state_from_row",
+    "state_of",
     "tokenizers_of",
     "utcnow",
 ]

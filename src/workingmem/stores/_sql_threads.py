@@ -53,7 +53,7 @@ THREAD_COLUMNS = (
 THREAD_COLUMNS_OF_TH = ", ".join("th." + column.strip() for column in THREAD_COLUMNS.split(","))
 """`THREAD_COLUMNS` of the table aliased ``th``."""
 STATE_COLUMNS_OF_S = "s.version, s.summary, s.facts, s.turn_count, s.updated_at"
-"""A memory state as `_state` reads it, of ``memory_states`` aliased ``s``."""
+"""A memory state as `_rows.state_of` reads it, of ``memory_states`` aliased ``s``."""
 _SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
 _SELECT_WITH_UNIT = (
     f"SELECT {THREAD_COLUMNS_OF_TH}, th.tokens_through, t.message "

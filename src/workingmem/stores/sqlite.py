@@ -309,8 +309,7 @@ def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     if write.create:
         db.execute(INSERT_THREAD, write.thread_row())
     count = len(write.turns)
-    counts = [turn[6] for turn in write.turns]
-    _, total = _rows.running_counts(counts)
+    relative, total = _rows.running_counts([turn[6] for turn in write.turns])
     found = db.execute(
         _MOVE_ON,
         (
@@ -329,7 +328,7 @@ def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
     if found is None:
         return None
     pk, base, before = found
-    through, _ = _rows.running_counts(counts, before)
+    through = [None if before is None or n is None else before + n for n in relative]
     db.executemany(
         INSERT_TURN,
         [
