@@ -405,6 +405,7 @@ async def test_saying_the_first_message_again_never_rewinds_a_longer_thread(
         ({"message": "hi", "messages": [user("hi")]}, "message"),
         ({"messages": [user("hi"), assistant("hello")]}, "messages"),
         ({"messages": []}, "messages"),
+        ({"message": {"role": "assistant", "content": "hi"}}, "message"),
     ],
 )
 async def test_ask_needs_one_user_turn_to_answer(
@@ -415,6 +416,15 @@ async def test_ask_needs_one_user_turn_to_answer(
     assert caught.value.field == field
     with pytest.raises(wm.NotFoundError):
         await gateway.store.get_thread(tenant_id=tenant, thread_id="th")  # nothing stored
+
+
+async def test_a_message_dict_is_the_users_with_or_without_its_role(
+    gateway: Gateway, tenant: str
+) -> None:
+    parts = [{"type": "text", "text": "hello"}]
+    await gateway.ask(tenant_id=tenant, thread_id="th", message={"content": parts})
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert (turns[0].role, turns[0].content) == ("user", parts)
 
 
 async def test_a_gateway_without_a_model_reads_and_forgets_but_does_not_answer(

@@ -1,0 +1,474 @@
+"""One ask of the gateway, under its thread's ask lock: its state and its steps.
+
+    ask = await Ask.begin(gateway, tenant_id, thread_id, request, user_id, plan, ...)
+    async for text in ask.answer(stream=True): ...   # the rounds: model, memory tools, ...
+    result = await ask.finish(ask.answer_text, reviewed=False)
+
+`begin` stores the request's new turns (durable before anything else); `answer` runs the
+rounds (the model's calls of the agent-memory tools are run and stored as turns); `finish`
+stores the answer, gives the lock back with it and submits the memory's update to the
+background queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._ask_locks import AskLock
+from ._ask_request import AskRequest
+from .agent_memory import AgentMemory
+from .answers import AskResult
+from .context import AssembledContext, AssemblyWarning
+from .errors import ConflictError, ValidationError
+from .formats import carrying
+from .gateway_config import CallPlan
+from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEnd, TextDelta, Usage
+from .memory import KnownThread, WorkingMemory
+from .placement import GATEWAY_TOOLS, NewestRead, Placement, place, tool_name
+from .stores.base import Store, append_and_release, read_turns
+from .strategies import update_due
+from .tokens import tokenizer_for
+from .tokens._recent import counting_for
+from .types import Message, MessageIn, NativeItem, Strategy, Turn
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
+
+__all__ = ["AnswerFormat", "Ask", "agent_tools", "upstream_messages"]
+
+AnswerFormat = Callable[[Message, "Completion | None"], "MessageIn | NativeItem"]
+"""What to store for the answer: given it as a chat message (the text and the calls of the
+client's tools) and the upstream's last completion (None after a review), the turn as another
+API keeps it (a `NativeItem` whose view is that message): a Responses client's output items
+with the ids it was shown, say."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Ask:
+    """One ask: what it was given, what it stored, what the model said."""
+
+    gateway: Gateway
+    tenant_id: str
+    thread_id: str
+    user_id: str | None
+    plan: CallPlan
+    tools: list[dict[str, Any]]
+    """The gateway's own agent-memory tools, offered while rounds are left."""
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+    client_calls: tuple[dict[str, Any], ...] = ()
+    passthrough: list[dict[str, Any]] | None = None
+    """The client's own messages, sent instead of the memory (history "client")."""
+    answer_format: AnswerFormat | None = None
+    input_seq: int = 0
+    turns: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    warnings: list[AssemblyWarning] = field(default_factory=list)
+    context: AssembledContext | None = None
+    answer_text: str | None = None
+    rounds: int = 0
+    completion: Completion | None = None
+    recall_query: str | None = None
+    """The rewriter's query recall searches for too (`recall_rewrite`), made once an ask."""
+    lock: AskLock | None = None
+    """The thread's ask lock, which the answer's append gives back."""
+    newest: NewestRead | None = None
+    """The lock's read, when the ask's turns were appended after it: the thread's newest
+    turns are that read and `turns` (`KnownThread.after`)."""
+
+    @classmethod
+    async def begin(
+        cls,
+        gateway: Gateway,
+        tenant_id: str,
+        thread_id: str,
+        request: AskRequest,
+        user_id: str | None,
+        plan: CallPlan,
+        options: Mapping[str, Any] | None,
+        passthrough: Sequence[MessageIn] | None = None,
+        expect_turns: int | None = None,
+        lock: AskLock | None = None,
+        answer_format: AnswerFormat | None = None,
+    ) -> Ask:
+        """The ask, the request's new turns stored (placed after the thread's turns they
+        continue; an edit replaces the turns after the point it changes)."""
+        client_history = passthrough is not None
+        ask = cls(
+            gateway=gateway,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            user_id=user_id,
+            plan=plan,
+            # the client's own request keeps its own tools, unless the profile adds memory
+            tools=[]
+            if client_history and not plan.profile.client_history_memory
+            else agent_tools(gateway.agent_memory, user_id),
+            client_tools=request.tools,
+            options=dict(options or {}),
+            passthrough=[dict(m) for m in passthrough] if passthrough is not None else None,
+            answer_format=answer_format,
+            lock=lock,
+        )
+        store = gateway.store
+        opened = lock.opened if lock is not None else []
+        placed = (
+            Placement(start=len(request.items))  # stored already, by the lock's own trip
+            if opened
+            else await place(
+                store,
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                request=request.views,
+                tokenizer=tokenizer_for(plan.model),
+                read=lock.newest if lock is not None else None,
+            )
+        )
+        if expect_turns is not None and placed.turn_count != expect_turns:
+            raise ConflictError(
+                f"thread {thread_id!r} has {placed.turn_count} turns, not {expect_turns}: "
+                "it went on since"
+            )
+        new = request.items[placed.start :]
+        ask.input_seq = placed.turn_count if placed.after_seq is None else placed.after_seq
+        if opened:
+            ask.turns += opened
+            ask.input_seq = opened[-1].seq or ask.input_seq
+        if new or placed.after_seq is not None:
+            try:
+                ask.turns += await store.append(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    messages=new,
+                    user_id=user_id,
+                    after_seq=placed.after_seq,
+                )
+            except ValidationError as exc:  # its paths name the new turns: name the request's
+                raise exc.shifted("messages", placed.start) from exc
+            if ask.turns:
+                ask.input_seq = ask.turns[-1].seq or ask.input_seq
+        if lock is not None and placed.after_seq is None:
+            ask.newest = lock.newest
+        return ask
+
+    async def answer(self, *, stream: bool) -> AsyncGenerator[str | NativeEvent, None]:
+        """The rounds of one answer: model call, working-memory tools, until a text answer or
+        a call of the client's tools (then in `answer_text`, `client_calls`)."""
+        gateway = self.gateway
+        limit = gateway.config.max_tool_rounds
+        while True:
+            offer = [*(self.tools if self.rounds < limit else []), *self.client_tools]
+            context = self.context = await self._context(offer)
+            self.warnings.extend(w for w in context.warnings if w not in self.warnings)
+            plan = self.plan
+            meta = CallMeta(
+                tenant_id=self.tenant_id,
+                kind=CallKind.ANSWER,
+                model=plan.model.id,
+                thread_id=self.thread_id,
+                user_id=self.user_id,
+            )
+            sent: Sequence[MessageIn] = context.messages
+            if self.passthrough is None:
+                sent = await upstream_messages(
+                    gateway.store, gateway.native_format, self.tenant_id, self.thread_id, context
+                )
+            reserve, options = plan.output_reserve_tokens, self.options or None
+            if stream:
+                completion: Completion | None = None
+                events = gateway.llm.stream(
+                    model=plan.model.id,
+                    messages=sent,
+                    meta=meta,
+                    max_tokens=reserve,
+                    tools=offer or None,
+                    options=options,
+                )
+                async with aclosing(events):  # a disconnect closes the upstream stream now
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            yield event.text
+                        elif isinstance(event, NativeEvent):
+                            yield event
+                        elif isinstance(event, StreamEnd):
+                            completion = event.completion
+                assert completion is not None, "a stream ends with StreamEnd"
+            else:
+                completion = await gateway.llm.complete(
+                    model=plan.model.id,
+                    messages=sent,
+                    meta=meta,
+                    max_tokens=reserve,
+                    tools=offer or None,
+                    options=options,
+                )
+            self.usage = self.usage + completion.usage
+            self.completion = completion
+            offered = {tool_name(tool) for tool in offer}
+            calls = [c for c in completion.tool_calls if tool_name(c) in offered]
+            ours = [c for c in calls if tool_name(c) in GATEWAY_TOOLS]
+            self.client_calls = tuple(c for c in calls if tool_name(c) not in GATEWAY_TOOLS)
+            if ours and gateway.agent_memory is not None:
+                self.rounds += 1
+                text = "" if self.client_calls else completion.text  # the client sees the text
+                rounds = await self._run_tools(ours, text=text)
+                self.turns += rounds
+                if self.passthrough is not None:  # the next round reads this one too
+                    self.passthrough.extend(self._as_sent(turn) for turn in rounds)
+                if not self.client_calls:
+                    continue
+            self.answer_text = completion.text
+            return
+
+    async def finish(self, answer: str, *, reviewed: bool) -> AskResult:
+        """Stores the answer (giving the thread's lock back with it) and submits the memory's
+        update; the ask's result."""
+        stored: Message = {"role": "assistant", "content": answer}
+        if self.client_calls:
+            stored = {"role": "assistant", "content": answer or None}
+            stored["tool_calls"] = list(self.client_calls)
+        turn: MessageIn | NativeItem = stored
+        if self.answer_format is not None:
+            turn = self.answer_format(stored, None if reviewed else self.completion)
+        self.turns += await self._store_output([turn], from_model=not reviewed, last=True)
+        self._submit_update(reviewed)
+        assert self.context is not None
+        return AskResult(
+            answer=answer,
+            usage=self.usage,
+            warnings=self.warnings,
+            context=self.context,
+            turns=self.turns,
+            model=self.plan.model.id,
+            tool_rounds=self.rounds,
+            reviewed=reviewed,
+            finish_reason="tool_calls" if self.client_calls else _finish_reason(self.completion),
+            thread_id=self.thread_id,
+            tool_calls=self.client_calls,
+            response=self.completion.raw if self.completion is not None else None,
+            input_seq=self.input_seq,
+        )
+
+    async def _context(self, offer: list[dict[str, Any]]) -> AssembledContext:
+        """A round's request: the client's own messages (history "client"), or the thread's
+        memory, its window starting from what the ask holds already."""
+        assembler, plan = self.gateway.assembler, self.plan
+        if self.passthrough is not None:
+            return await assembler.pass_through(
+                tenant_id=self.tenant_id,
+                thread_id=self.thread_id,
+                user_id=self.user_id,
+                profile=plan.profile,
+                model=plan.model,
+                messages=self.passthrough,
+                with_memory=plan.profile.client_history_memory,
+                tools=offer,
+                output_reserve_tokens=plan.output_reserve_tokens,
+            )
+        if self.recall_query is None:
+            self.recall_query = await self._recall_query()
+        known = None
+        if self.newest is not None:
+            tokenizer = tokenizer_for(plan.model)
+            known = KnownThread.after(self.newest.tail, self.turns, tokenizer)
+        return await assembler.build(
+            tenant_id=self.tenant_id,
+            thread_id=self.thread_id,
+            user_id=self.user_id,
+            profile=plan.profile,
+            model=plan.model,
+            system_prompt=plan.system_prompt,
+            output_reserve_tokens=plan.output_reserve_tokens,
+            tools=offer,
+            recall_query=self.recall_query or None,
+            known=known,
+        )
+
+    async def _recall_query(self) -> str:
+        """The query rewriter's standalone query, for recall to search for too, when the
+        memory asks for it (`recall_rewrite`); "" otherwise. Only a thread with facts costs a
+        model call (the rewriter returns the user's text unchanged without); a failed rewrite
+        is the user's text too."""
+        memory = self.plan.memory
+        if not (memory.enabled and memory.recall_ratio > 0 and memory.recall_rewrite):
+            return ""
+        return await self.gateway.rewriter.rewrite(
+            tenant_id=self.tenant_id,
+            thread_id=self.thread_id,
+            user_id=self.user_id,
+            profile=self.plan.profile,
+            cheap_model_id=self.plan.cheap_model.id,
+        )
+
+    def _as_sent(self, turn: Turn) -> dict[str, Any]:
+        """A stored turn as a message to the upstream: its chat view, with the turn as stored
+        for a client that speaks its format (see `upstream_messages`)."""
+        native = self.gateway.native_format
+        return carrying(turn.to_message(), turn.in_format(native) if native else None)
+
+    def _answer_item(self, calls: Sequence[dict[str, Any]], *, text: bool) -> NativeItem | None:
+        """The upstream's answer in its own format, when its client keeps one (`answer_item`:
+        an Anthropic upstream's thinking blocks, which must go back with the calls they made),
+        restricted to `calls` and, unless `text`, without its text."""
+        keep = getattr(self.gateway.llm.client, "answer_item", None)
+        if keep is None or self.completion is None:
+            return None
+        item: NativeItem | None = keep(
+            self.completion, calls={str(c["id"]) for c in calls}, text=text
+        )
+        return item
+
+    async def _run_tools(self, calls: Sequence[dict[str, Any]], *, text: str) -> list[Turn]:
+        """Runs the model's agent-memory calls; stores them and their results as one unit. A
+        call of the client's tools in the same answer goes into a turn of its own, after it:
+        the client knows the thread without the gateway's rounds."""
+        agent = self.gateway.agent_memory
+        assert agent is not None
+        results: list[Message] = []
+        for call in calls:
+            function = call.get("function") or {}
+            result = await agent.execute_tool(
+                str(function.get("name", "")),
+                function.get("arguments"),
+                tenant_id=self.tenant_id,
+                conversation_id=self.thread_id,
+                user_id=self.user_id,
+            )
+            results.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        assistant: Message | NativeItem = {
+            "role": "assistant",
+            "content": text or None,
+            "tool_calls": calls,
+        }
+        assistant = self._answer_item(calls, text=bool(text)) or assistant
+        return await self._store_output([assistant, *results], from_model=True)
+
+    async def _store_output(
+        self,
+        messages: Sequence[MessageIn | NativeItem],
+        *,
+        from_model: bool,
+        last: bool = False,
+    ) -> list[Turn]:
+        """Stores what answers the user's turn; the `last` of the ask gives its lock back
+        with it. An answer of the model that the store refuses (over the size of a turn, say)
+        is the upstream's fault, not the client's: an `LLMError` (502), not a
+        `ValidationError` (400). A reviewer's text stays the host's."""
+        tenant_id, thread_id, user_id = self.tenant_id, self.thread_id, self.user_id
+        store = self.gateway.store
+        lock = self.lock if last else None
+        try:
+            if lock is None:
+                return await store.append(
+                    tenant_id=tenant_id, thread_id=thread_id, messages=messages, user_id=user_id
+                )
+            lock.stop_renewing()
+            turns = await append_and_release(
+                store,
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                messages=messages,
+                owner=lock.owner,
+                user_id=user_id,
+            )
+            lock.released = True
+            return turns
+        except ValidationError as exc:
+            if not from_model:
+                raise
+            raise LLMError(f"the upstream's answer cannot be stored: {exc}") from exc
+
+    def _update_due(self) -> bool:
+        """False when the built-in memory certainly has nothing to do: SLIDING_WINDOW, memory
+        switched off, or fewer new turns than `update_every_turns` since the notes the request
+        was built with (the state only moves forward, so a count that was not due then is not
+        due now). A host's own memory is always asked."""
+        if not isinstance(self.gateway.memory, WorkingMemory):
+            return True
+        config = self.plan.memory
+        if not config.enabled or config.strategy is not Strategy.SUMMARY_BUFFER:
+            return False
+        loaded = self.context.loaded if self.context else None
+        if loaded is None or loaded.covered_turns is None or not self.turns:
+            return True
+        return update_due(
+            turn_count=self.turns[-1].seq or 0,
+            covered_turns=loaded.covered_turns,
+            every=config.update_every_turns,
+        )
+
+    def _submit_update(self, reviewed: bool) -> None:
+        """The memory's update, to the background queue: the answer never waits for it."""
+        if not self._update_due():
+            return
+        memory, tenant_id, thread_id = self.gateway.memory, self.tenant_id, self.thread_id
+        user_id, profile, cheap = self.user_id, self.plan.profile, self.plan.cheap_model.id
+        meta = CallMeta(
+            tenant_id=tenant_id,
+            kind=CallKind.MEMORY_WORKING,
+            model=cheap,
+            thread_id=thread_id,
+            user_id=user_id,
+        )
+        request = self.context.messages if self.context else None
+        result = None if reviewed else self.completion
+
+        async def update() -> None:
+            with counting_for(tenant_id):
+                await memory.save_context(
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    user_id=user_id,
+                    profile=profile,
+                    cheap_model_id=cheap,
+                    meta=meta,
+                    request=request,
+                    result=result,
+                )
+
+        self.gateway.queue.submit((tenant_id, thread_id), update)
+
+
+def agent_tools(agent: AgentMemory | None, user_id: str | None) -> list[dict[str, Any]]:
+    """The agent-memory tools offered to the model: none when it is off, or kept per user
+    and the request names no user."""
+    if agent is None or not agent.config.enabled:
+        return []
+    if agent.config.scope == "user" and user_id is None:
+        return []
+    return agent.openai_tools()
+
+
+async def upstream_messages(
+    store: Store, native: str | None, tenant_id: str, thread_id: str, context: AssembledContext
+) -> Sequence[MessageIn]:
+    """The request's messages as the upstream takes them: for a client that speaks the
+    format a window's turns were stored in (`native`: a Responses upstream), each such
+    message carries its turn as stored (`formats.ORIGINAL_KEY`), so that what the chat view
+    cannot say (a reasoning item's encrypted content) goes back too."""
+    loaded = context.loaded
+    history = context.messages[1:]
+    if native is None or loaded is None or not history:
+        return context.messages
+    seqs = loaded.seqs[len(loaded.seqs) - len(history) :] if loaded.seqs else ()
+    if len(seqs) != len(history):
+        return context.messages
+    window = await read_turns(
+        store, tenant_id=tenant_id, thread_id=thread_id, first=seqs[0], count=len(seqs)
+    )
+    stored = {turn.seq: turn for turn in window}
+    sent: list[MessageIn] = [context.messages[0]]
+    for seq, message in zip(seqs, history, strict=True):
+        turn = stored.get(seq)
+        sent.append(carrying(message, turn.in_format(native) if turn is not None else None))
+    return sent
+
+
+def _finish_reason(completion: Completion | None) -> str:
+    """The answer's finish reason; a round that ended on tool calls the gateway ran (or ignored
+    in the last round) still ended the answer with its text: "stop"."""
+    reason = completion.finish_reason if completion is not None else None
+    return reason if reason and reason != "tool_calls" else "stop"
