@@ -16,7 +16,7 @@ import workingmem as wm
 from tests.conftest import two_stores
 from tests.helpers import assistant, tool, user
 from tests.stores.test_migrations import _database_at, _Stored
-from workingmem.stores import _sql_threads
+from workingmem.stores import _sql_reads
 from workingmem.stores.sql import SQLStore
 
 TOKENIZER = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
@@ -222,7 +222,7 @@ async def test_an_append_in_one_trip_sums_on_from_the_thread(
 async def test_counts_a_read_made_are_stored_for_each_tokenizer(
     store: wm.Store, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_sql_threads, "_VALUES_ROWS", 7)  # a read's counts in several statements
+    monkeypatch.setattr(_sql_reads, "_VALUES_ROWS", 7)  # a read's counts in several statements
     other = wm.tokenizer_for(wm.ModelInfo(id="gpt-4", context_window=8_192))
     assert other.key != TOKENIZER.key
     history = [

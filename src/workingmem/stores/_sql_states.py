@@ -17,7 +17,7 @@ from ..types import Thread, WorkingMemoryState
 from . import _rows
 from ._dialect import Dialect
 from ._leases import RELEASE_THREAD, claim_sql, release, renew_sql
-from ._sql_threads import STATE_COLUMNS_OF_S, thread_of, thread_row
+from ._sql_reads import STATE_COLUMNS_OF_S, thread_of, thread_row
 from .base import StateWrite
 
 __all__ = ["SQLStates"]

@@ -1,21 +1,21 @@
-"""Threads, turns and their token counts: the SQL, written once.
+"""Writing threads and turns: the SQL, written once.
 
-`SQLStore` inherits these methods; the dialect (`_dialect`) runs them on SQLite or PostgreSQL.
-Every write is one transaction that first locks the thread's row where the database needs it
-(PostgreSQL's ``FOR UPDATE``; SQLite's ``BEGIN IMMEDIATE`` already serializes writers), so two
-workers never give two turns the same seq. The memory state and the leases are
-`_sql_states`'.
+`SQLStore` inherits these methods (and the reads', `_sql_reads`, which they build on); the
+dialect (`_dialect`) runs them on SQLite or PostgreSQL. Every write is one transaction that
+first locks the thread's row where the database needs it (PostgreSQL's ``FOR UPDATE``;
+SQLite's ``BEGIN IMMEDIATE`` already serializes writers), so two workers never give two turns
+the same seq. The memory state and the leases are `_sql_states`'.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from ..errors import ConflictError, NotFoundError, ValidationError
+from ..errors import ConflictError
 from ..messages import (
     OpenUnit,
     Origin,
@@ -26,35 +26,24 @@ from ..messages import (
     plan_units,
 )
 from ..tokens import Tokenizer
-from ..types import Thread, Turn, WorkingMemoryState
-from . import _rows, _search
-from ._dialect import Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
+from ..types import Thread, Turn
+from . import _rows
+from ._dialect import Dialect, KnownAppend, Row, Session, TailRead
 from ._known import KnownThreads
 from ._leases import RELEASE_THREAD, claim_sql
-from .base import Claim, Tail, with_window
-
-__all__ = [
-    "INSERT_THREAD",
-    "INSERT_TURN",
-    "INSERT_TURN_TOKENS",
-    "STATE_COLUMNS_OF_S",
-    "THREAD_COLUMNS",
-    "THREAD_COLUMNS_OF_TH",
-    "SQLThreads",
-    "thread_of",
-    "thread_row",
-]
-
-THREAD_COLUMNS = (
-    "id, tenant_id, thread_id, user_id, turn_count, last_unit_seq, tokenizers, created_at, "
-    "updated_at"
+from ._sql_reads import (
+    SELECT_THREAD,
+    THREAD_COLUMNS,
+    THREAD_COLUMNS_OF_TH,
+    TURN_COLUMNS,
+    SQLReads,
+    thread_of,
+    thread_row,
 )
-"""The thread row every query reads, in this order (the tail query too, as ``th.``...)."""
-THREAD_COLUMNS_OF_TH = ", ".join("th." + column.strip() for column in THREAD_COLUMNS.split(","))
-"""`THREAD_COLUMNS` of the table aliased ``th``."""
-STATE_COLUMNS_OF_S = "s.version, s.summary, s.facts, s.turn_count, s.updated_at"
-"""A memory state as `_rows.state_of` reads it, of ``memory_states`` aliased ``s``."""
-_SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
+from .base import Claim, with_window
+
+__all__ = ["INSERT_THREAD", "INSERT_TURN", "INSERT_TURN_TOKENS", "SQLThreads"]
+
 _SELECT_WITH_UNIT = (
     f"SELECT {THREAD_COLUMNS_OF_TH}, th.tokens_through, t.message "
     "FROM threads AS th LEFT JOIN turns AS t ON t.thread_pk = th.id AND th.last_unit_seq > 0 "
@@ -62,16 +51,6 @@ _SELECT_WITH_UNIT = (
 )
 """The thread's row, its running count, and the turns of its last unit (which new tool results
 may join): what an append needs, in the statement that locks the row."""
-_TURN_COLUMNS = "seq, message, created_at, format, item"
-"""A turn as `_turn` reads it back."""
-_LIST_TURNS = (
-    f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = "
-    "(SELECT id FROM threads WHERE tenant_id = ? AND thread_id = ?) AND seq > ? AND seq <= ? "
-    "ORDER BY seq LIMIT ?"
-)
-"""A page of a thread's turns in one statement, the thread found by its ids. Its seqs are
-bounded as well as counted (a thread's seqs run from 1 without a gap), so that no plan reads
-the whole thread when the statistics are stale."""
 INSERT_THREAD = (
     "INSERT INTO threads (tenant_id, thread_id, user_id, created_at, updated_at, tokenizers) "
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, thread_id) DO NOTHING"
@@ -83,42 +62,11 @@ INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
     "item, tokens, tokens_through) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_COUNTED = (
-    "WITH v (seq, tokens) AS ({values}), "
-    "b AS (SELECT CASE WHEN ? = 0 THEN 0 ELSE (SELECT tokens_through FROM turns "
-    "WHERE thread_pk = ? AND seq = ?) END AS base), "
-    "c AS (SELECT t.seq, t.tokens FROM turns AS t "
-    "WHERE t.thread_pk = ? AND t.seq > ? AND t.seq NOT IN (SELECT seq FROM v) "
-    "UNION ALL SELECT t.seq, coalesce(t.tokens, v.tokens) FROM v "
-    "JOIN turns AS t ON t.thread_pk = ? AND t.seq = v.seq), "
-    "x AS (SELECT c.seq, c.tokens, b.base + sum(c.tokens) OVER w AS through, "
-    "sum(CASE WHEN c.tokens IS NULL THEN 1 ELSE 0 END) OVER w AS gaps "
-    "FROM c, b WINDOW w AS (ORDER BY c.seq)) "
-    "UPDATE turns SET tokens = x.tokens, tokens_through = CASE WHEN x.gaps = 0 THEN x.through "
-    "ELSE turns.tokens_through END FROM x "
-    "WHERE turns.thread_pk = ? AND turns.seq = x.seq AND {guard} "
-    "AND (turns.tokens IS NULL AND x.tokens IS NOT NULL OR x.gaps = 0 AND x.through IS NOT NULL "
-    "AND (turns.tokens_through IS NULL OR turns.tokens_through <> x.through))"
-)
-"""A read's counts of a thread's own tokenizer (a ``VALUES`` list of (seq, tokens), `_values`)
-written into the turns not counted yet, with the running counts (migration 12) of the turns
-after seq `after` summed on from that turn's, through the first turn not counted, in one
-UPDATE: each row is written once, where an UPDATE of the running counts after the counts' wrote
-every row twice (the first read of 1,000 turns never counted, PostgreSQL: 43 -> 31 ms). The
-list is looked up from the turns' side (``NOT IN``, a join on the primary key): SQLite scans a
-``VALUES`` list for every row that joins it. Its parameters: the list's, (after, pk, after, pk,
-after, pk, pk), the guard's."""
 _MOVED_ON = (
     "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ?, tokens_through = ? "
     "WHERE id = ?"
 )
 """A thread's row after an append: its turn count, last unit, time and running count."""
-_THREAD_THROUGH = (
-    "UPDATE threads SET tokens_through = CASE WHEN turn_count = 0 THEN 0 ELSE (SELECT "
-    "t.tokens_through FROM turns AS t WHERE t.thread_pk = threads.id AND t.seq = threads.turn_count"
-    ") END WHERE id = ?"
-)
-"""The thread's running count: its newest turn's (pk)."""
 INSERT_TURN_TOKENS = (
     "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) VALUES (?, ?, ?, ?)"
 )
@@ -129,30 +77,7 @@ _NEW_TOKENIZERS = "[]"
 """A new thread's tokenizers column (its default in the schema)."""
 
 
-def thread_of(row: Row, dialect: Dialect) -> Thread:
-    """A thread's row (`THREAD_COLUMNS`) as a `Thread`."""
-    return Thread(
-        tenant_id=row[1],
-        thread_id=row[2],
-        user_id=row[3],
-        turn_count=row[4],
-        created_at=dialect.moment(row[7]),
-        updated_at=dialect.moment(row[8]),
-    )
-
-
-async def thread_row(
-    session: Session, dialect: Dialect, tenant_id: str, thread_id: str, *, lock: bool = False
-) -> Row:
-    """A thread's row (`THREAD_COLUMNS`), locked for the transaction with `lock` where the
-    database locks rows; `NotFoundError` for a thread that does not exist."""
-    row = await session.row(_SELECT_THREAD + (dialect.lock if lock else ""), (tenant_id, thread_id))
-    if row is None:
-        raise NotFoundError("thread", thread_id)
-    return row
-
-
-class SQLThreads:
+class SQLThreads(SQLReads):
     """The ThreadStore methods of `SQLStore`."""
 
     _dialect: Dialect
@@ -309,7 +234,7 @@ class SQLThreads:
             if not row[4]:
                 return []
             removed = await session.rows(
-                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq >= ? ORDER BY seq",
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq >= ? ORDER BY seq",
                 (pk, last_unit_seq),
             )
             await self._cut(session, pk, kept=last_unit_seq - 1)
@@ -363,7 +288,7 @@ class SQLThreads:
                     _MOVED_ON, (planned[-1].seq, planned[-1].unit_seq, stamp, through, pk)
                 )
             rows = await session.rows(
-                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE thread_pk = ? ORDER BY seq", (pk,)
             )
         return [self._turn(r) for r in rows]
 
@@ -480,7 +405,7 @@ class SQLThreads:
         self, session: Session, tenant_id: str, thread_id: str, user_id: str | None, stamp: object
     ) -> Row:
         """The thread's row, locked; created (with no turns) when there is none."""
-        row = await session.row(_SELECT_THREAD + self._dialect.lock, (tenant_id, thread_id))
+        row = await session.row(SELECT_THREAD + self._dialect.lock, (tenant_id, thread_id))
         return row or await self._new_thread(session, tenant_id, thread_id, user_id, stamp)
 
     async def _new_thread(
@@ -548,70 +473,6 @@ class SQLThreads:
             (pk, version, summary, facts, turn_count, stamp),
         )
 
-    def _turn(self, row: Row) -> Turn:
-        seq, text, stamp, format, item = row
-        return Turn.from_message(
-            _rows.loads_message(text),
-            seq=seq,
-            created_at=self._dialect.moment(stamp),
-            format=format,
-            item=_rows.loads_item(item),
-        )
-
-    async def get_thread(self, *, tenant_id: str, thread_id: str) -> Thread:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.read() as session:
-            return thread_of(
-                await thread_row(session, self._dialect, tenant_id, thread_id), self._dialect
-            )
-
-    async def list_threads(
-        self, *, tenant_id: str, limit: int = 50, offset: int = 0
-    ) -> list[Thread]:
-        check_id("tenant_id", tenant_id)
-        _rows.check_page(limit, offset)
-        async with self._dialect.read() as session:
-            rows = await session.rows(
-                f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? "
-                "ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?",
-                (tenant_id, limit, offset),
-            )
-        return [thread_of(row, self._dialect) for row in rows]
-
-    async def list_turns(
-        self, *, tenant_id: str, thread_id: str, after_seq: int = 0, limit: int = 100
-    ) -> list[Turn]:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        _rows.check_page(limit, 0)
-        if after_seq < 0:
-            raise ValidationError("after_seq", f"must not be negative, got {after_seq}")
-        async with self._dialect.read() as session:
-            rows = await session.rows(
-                _LIST_TURNS, (tenant_id, thread_id, after_seq, after_seq + limit, limit)
-            )
-            if not rows:  # no turns there, or no thread: only then is its row read
-                await thread_row(session, self._dialect, tenant_id, thread_id)
-        return [self._turn(r) for r in rows]
-
-    async def read_tail(
-        self,
-        *,
-        tenant_id: str,
-        thread_id: str,
-        tokenizer: Tokenizer,
-        limit: int,
-        before_seq: int | None = None,
-        tokens: int | None = None,
-    ) -> Tail:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        found = await self._dialect.read_tail(
-            TailRead(tokenizer.key, tenant_id, thread_id, limit, before_seq, tokens)
-        )
-        tail = await self._tail(tenant_id, thread_id, tokenizer, found)
-        if tail is None:
-            raise NotFoundError("thread", thread_id)
-        return tail
-
     async def claim_and_open(
         self,
         *,
@@ -655,165 +516,6 @@ class SQLThreads:
             return Claim(taken=True, tail=tail)
         opened = self._wrote(write, planned, base)
         return Claim(taken=True, tail=tail, opened=_appended(opened, origins, [now] * len(opened)))
-
-    async def _tail(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        tokenizer: Tokenizer,
-        found: tuple[Row, list[Row]] | None,
-    ) -> Tail | None:
-        """A tail read's rows as a `Tail`, its missing counts made and remembered; None for
-        a missing thread."""
-        if found is None:
-            # A first append creates it, its turns counted for this tokenizer as they are
-            # written, as a read after it would count them.
-            self._known.saw(tenant_id, thread_id, 0, json.dumps([tokenizer.key]))
-            return None
-        row, tail = found
-        turns, missing = _rows.counted_tail(tokenizer, tail)
-        column: str = row[6]
-        if missing or tokenizer.key not in _rows.tokenizers_of(column):
-            column = await self._remember_counts(row[0], tokenizer.key, missing, seen=column)
-        self._known.saw(tenant_id, thread_id, row[4], column)
-        state = (
-            WorkingMemoryState()
-            if row[9] is None
-            else _rows.state_of(row[9:14], self._dialect.moment)
-        )
-        return Tail(thread=thread_of(row, self._dialect), turns=turns, state=state)
-
-    async def search_turns(
-        self,
-        *,
-        tenant_id: str,
-        thread_id: str,
-        query: str,
-        before_seq: int | None = None,
-        limit: int = 20,
-    ) -> list[list[Turn]]:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        if not isinstance(query, str):
-            raise ValidationError("query", f"must be a string, got {type(query).__name__}")
-        _rows.check_page(limit, 0)
-        if before_seq is not None:
-            _rows.check_seq("before_seq", before_seq, minimum=1)
-        words = _search.terms(query)
-        async with self._dialect.read() as session:
-            row = await thread_row(session, self._dialect, tenant_id, thread_id)
-            pk, top = row[0], row[4] + 1
-            if before_seq is not None:
-                top = min(top, before_seq)
-            if not words or top <= 1:
-                return []
-            search = TurnSearch(pk, words, top, limit)
-            behind = self._dialect.unindexed(pk, top)
-            if behind is None or await session.row(*behind) is None:
-                return await self._search(session, search)
-        await self._dialect.index_turns(pk)  # turns the search reaches that are not indexed yet
-        async with self._dialect.read() as session:
-            return await self._search(session, search)
-
-    async def _search(self, session: Session, search: TurnSearch) -> list[list[Turn]]:
-        """`search_turns` on an indexed range: the hits' units, the best first."""
-        hits = await self._dialect.search_hits(session, search)
-        if not hits:
-            return []
-        marks = ", ".join("?" * len(hits))
-        rows = await session.rows(
-            f"SELECT unit_seq, {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? AND seq < ? "
-            f"AND unit_seq IN (SELECT unit_seq FROM turns WHERE thread_pk = ? "
-            f"AND seq IN ({marks})) ORDER BY seq",
-            (search.thread_pk, search.before_seq, search.thread_pk, *hits),
-        )
-        units: dict[int, list[Turn]] = {}
-        for found in rows:
-            units.setdefault(found[0], []).append(self._turn(found[1:]))
-        unit_of = {turn.seq: unit_seq for unit_seq, unit in units.items() for turn in unit}
-        ranked = dict.fromkeys(unit_of[seq] for seq in hits if seq in unit_of)
-        return [units[unit_seq] for unit_seq in ranked]
-
-    async def turn_days(
-        self, *, tenant_id: str, thread_id: str, first_seq: int, last_seq: int
-    ) -> list[Turn]:
-        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
-        async with self._dialect.read() as session:
-            pk = (await thread_row(session, self._dialect, tenant_id, thread_id))[0]
-            times = await session.rows(
-                "SELECT seq, created_at FROM turns WHERE thread_pk = ? AND seq >= ? AND seq <= ? "
-                "ORDER BY seq",
-                (pk, first_seq, last_seq),
-            )
-            firsts, day = [], None
-            for seq, stamp in times:
-                moment = self._dialect.moment(stamp).astimezone(UTC).date()
-                if moment != day:
-                    firsts.append(seq)
-                    day = moment
-            if not firsts:
-                return []
-            rows = await session.rows(
-                f"SELECT {_TURN_COLUMNS} FROM turns WHERE thread_pk = ? "
-                f"AND seq IN ({', '.join('?' * len(firsts))}) ORDER BY seq",
-                (pk, *firsts),
-            )
-        return [self._turn(row) for row in rows]
-
-    async def _remember_counts(
-        self, pk: int, key: str, counts: dict[int, int], *, seen: str
-    ) -> str:
-        """Stores counts made by a read, and registers the tokenizer for later appends, in one
-        trip (nothing is read first): the tokenizers column `seen` by the read is moved on
-        only if it is still that, and the counts are written only where the thread still
-        says where they go (a tokenizer once registered keeps its place; a deleted thread
-        takes nothing). The column as it should be after it."""
-        keys = _rows.tokenizers_of(seen)
-        registered = key in keys
-        column = seen if registered else json.dumps([*keys, key])
-        own = (keys or [key])[0] == key
-        async with self._dialect.write() as session:
-            # locks the row (PostgreSQL) for the statements after it; its result is not read
-            await session.queue("SELECT id FROM threads WHERE id = ?" + self._dialect.lock, (pk,))
-            if not registered:
-                await session.queue(
-                    "UPDATE threads SET tokenizers = ? WHERE id = ? AND tokenizers = ?",
-                    (column, pk, seen),
-                )
-            guard, guarded = (
-                ("EXISTS (SELECT 1 FROM threads WHERE id = ?)", (pk,))
-                if registered
-                else ("(SELECT tokenizers FROM threads WHERE id = ?) = ?", (pk, column))
-            )
-            after = min(counts, default=0) - 1
-            for values, counted in _values(sorted(counts.items())):
-                if own:  # the thread's own counts, in the turns' rows, and the running counts
-                    await session.queue(
-                        _COUNTED.format(values=values, guard=guard),
-                        (*counted, after, pk, after, pk, after, pk, pk, *guarded),
-                    )
-                else:
-                    await session.queue(
-                        "INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens) "
-                        f"SELECT ?, ?, v.column1, v.column2 FROM ({values}) AS v WHERE {guard} "
-                        "ON CONFLICT DO NOTHING",
-                        (pk, key, *counted, *guarded),
-                    )
-            if counts and own:
-                await session.queue(_THREAD_THROUGH, (pk,))
-        return column
-
-
-_VALUES_ROWS = 1_000
-"""The most (seq, count) rows one statement of counts carries (2,000 parameters)."""
-
-
-def _values(rows: Sequence[tuple[int, int]]) -> Iterator[tuple[str, list[int]]]:
-    """`rows` as ``VALUES`` lists of at most `_VALUES_ROWS` rows, with their parameters: a
-    read's counts of a thousand turns are one statement, not a thousand (each a round trip's
-    worth of work on PostgreSQL). Both databases name the columns column1, column2."""
-    for start in range(0, len(rows), _VALUES_ROWS):
-        chunk = rows[start : start + _VALUES_ROWS]
-        yield "VALUES " + ", ".join(["(?, ?)"] * len(chunk)), [n for row in chunk for n in row]
 
 
 async def _end_at(session: Session, pk: int, seq: int) -> tuple[int, int | None]:

@@ -21,7 +21,7 @@ from typing import Any
 from ..errors import StoreError, WorkingMemoryError
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, Session, TailRead, TurnSearch
-from ._sql_threads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
+from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
 from .migrations import load_migrations
 from .sql import SQLStore
 

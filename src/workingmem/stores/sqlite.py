@@ -31,13 +31,8 @@ from ..errors import StoreError
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
 from ._leases import RELEASE_THREAD
-from ._sql_threads import (
-    INSERT_THREAD,
-    INSERT_TURN,
-    INSERT_TURN_TOKENS,
-    STATE_COLUMNS_OF_S,
-    THREAD_COLUMNS_OF_TH,
-)
+from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
+from ._sql_threads import INSERT_THREAD, INSERT_TURN, INSERT_TURN_TOKENS
 from ._sqlite_thread import Connection
 from .migrations import load_migrations
 from .sql import SQLStore
