@@ -25,7 +25,8 @@ optionally ``Retry-After``), `Delay` (answer late, to trigger client timeouts) a
 midway.
 
 The standard library only (``http.server``), in one background thread per connection; closing
-the server wakes every delayed answer and joins every thread.
+the server wakes every delayed answer and joins every thread. The bodies it answers with are
+built by `_scripted_openai` (chat completions, Responses) and `_scripted_anthropic` (Messages).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import json
 import math
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,8 +46,17 @@ from types import TracebackType
 from typing import Any, TypeAlias
 
 from . import _scripted_anthropic as anthropic_wire
+from ._scripted_openai import (
+    DEFAULT_MODEL,
+    completion_body,
+    completion_chunks,
+    response_body,
+    response_events,
+    text_of,
+)
 
 __all__ = [
+    "DEFAULT_MODEL",
     "Delay",
     "Drop",
     "RawBody",
@@ -62,8 +71,6 @@ __all__ = [
 ]
 
 signature_of = anthropic_wire.signature_of
-
-DEFAULT_MODEL = "scripted-model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +162,7 @@ def echo(request: dict[str, Any]) -> ScriptedResponse:
         return Reply(given)
     for message in reversed(given):
         if isinstance(message, dict) and message.get("role") == "user":
-            return Reply(_text_of(message.get("content")))
+            return Reply(text_of(message.get("content")))
     return Reply("")
 
 
@@ -392,15 +399,15 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, message)
         elif self.path.rstrip("/") == "/v1/responses":
-            answer = _response_body(response, request, next(upstream._ids))
+            answer = response_body(response, request, next(upstream._ids))
             if request.get("stream"):
-                self._send_events(response, _response_events(response, answer))
+                self._send_events(response, response_events(response, answer))
             else:
                 self._send_json(200, answer)
         elif request.get("stream"):
             self._stream(response, request)
         else:
-            self._send_json(200, _completion_body(response, request, upstream._completion_id()))
+            self._send_json(200, completion_body(response, request, upstream._completion_id()))
 
     def _stream(self, reply: Reply, request: dict[str, Any]) -> None:
         upstream = self.server.upstream
@@ -408,7 +415,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        chunks = _chunks(reply, request, upstream._completion_id(), include_usage)
+        chunks = completion_chunks(reply, request, upstream._completion_id(), include_usage)
         events = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks]
         events.append(b"data: [DONE]\n\n")
         self._write_events(reply, events)
@@ -484,234 +491,3 @@ _ERROR_TYPES = {
 
 def _as_response(response: ScriptedResponse | str) -> ScriptedResponse:
     return Reply(response) if isinstance(response, str) else response
-
-
-def _text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") in ("text", "input_text")
-        )
-    return ""
-
-
-def _estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / 4)
-
-
-def _usage(reply: Reply, request: dict[str, Any]) -> dict[str, int]:
-    prompt = reply.prompt_tokens
-    if prompt is None:
-        prompt = sum(
-            _estimate_tokens(_text_of(message.get("content"))) + 4
-            for message in request.get("messages") or []
-            if isinstance(message, dict)
-        )
-    completion = reply.completion_tokens
-    if completion is None:
-        completion = _estimate_tokens(reply.text or "")
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _finish_reason(reply: Reply) -> str:
-    if reply.finish_reason is not None:
-        return reply.finish_reason
-    return "tool_calls" if reply.tool_calls else "stop"
-
-
-def _model(reply: Reply, request: dict[str, Any]) -> str:
-    return reply.model or str(request.get("model") or DEFAULT_MODEL)
-
-
-def _completion_body(reply: Reply, request: dict[str, Any], completion_id: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-    if reply.tool_calls:
-        message["tool_calls"] = [dict(call) for call in reply.tool_calls]
-    body: dict[str, Any] = {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": _model(reply, request),
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": _finish_reason(reply),
-            },
-            *(
-                {
-                    "index": index,
-                    "message": {"role": "assistant", "content": text},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-                for index, text in enumerate(reply.more_choices, start=1)
-            ),
-        ],
-        **reply.extra,
-    }
-    if reply.usage:
-        body["usage"] = _usage(reply, request)
-    return body
-
-
-def _chunks(
-    reply: Reply, request: dict[str, Any], completion_id: str, include_usage: bool
-) -> list[dict[str, Any]]:
-    """The OpenAI stream of one reply: role, content pieces, tool calls, finish, usage."""
-    include_usage = include_usage and reply.usage  # Reply(usage=False): a server without it
-    created = int(time.time())
-    model = _model(reply, request)
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-        }
-        if include_usage:
-            body["usage"] = None
-        return body
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    text = reply.text or ""
-    step = max(1, reply.chunk_chars)
-    chunks.extend(chunk({"content": text[i : i + step]}) for i in range(0, len(text), step))
-    for index, call in enumerate(reply.tool_calls):
-        function = call.get("function") or {}
-        chunks.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": call.get("id"),
-                            "type": "function",
-                            "function": {
-                                "name": function.get("name"),
-                                "arguments": function.get("arguments", ""),
-                            },
-                        }
-                    ]
-                }
-            )
-        )
-    chunks.append(chunk({}, _finish_reason(reply)))
-    if include_usage:
-        usage_chunk = chunk({})
-        usage_chunk["choices"] = []
-        usage_chunk["usage"] = _usage(reply, request)
-        chunks.append(usage_chunk)
-    return chunks
-
-
-def _response_body(reply: Reply, request: dict[str, Any], number: int) -> dict[str, Any]:
-    """A Response object answering `request` with `reply`."""
-    output: list[dict[str, Any]] = []
-    if reply.reasoning is not None:
-        output.append(
-            {
-                "id": f"rs_scripted_{number}",
-                "type": "reasoning",
-                "summary": [],
-                "encrypted_content": reply.reasoning,
-            }
-        )
-    if reply.text or not reply.tool_calls:
-        output.append(
-            {
-                "id": f"msg_scripted_{number}",
-                "type": "message",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": reply.text or "", "annotations": []}],
-            }
-        )
-    for index, call in enumerate(reply.tool_calls):
-        function = call["function"]
-        output.append(
-            {
-                "id": f"fc_scripted_{number}_{index}",
-                "type": "function_call",
-                "status": "completed",
-                "call_id": call["id"],
-                "name": function["name"],
-                "arguments": function["arguments"],
-            }
-        )
-    prompt = reply.prompt_tokens
-    if prompt is None:
-        prompt = _estimate_tokens(json.dumps(request.get("input"), ensure_ascii=False))
-    completion = reply.completion_tokens
-    if completion is None:
-        completion = _estimate_tokens(reply.text or "")
-    cut = reply.finish_reason == "length"
-    return {
-        "id": f"resp_scripted_{number}",
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "incomplete" if cut else "completed",
-        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
-        "error": None,
-        "model": _model(reply, request),
-        "output": output,
-        "parallel_tool_calls": True,
-        "tool_choice": request.get("tool_choice", "auto"),
-        "tools": request.get("tools") or [],
-        "usage": {
-            "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": completion,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": prompt + completion,
-        },
-    }
-
-
-def _response_events(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Responses API's events for `body`: its items one by one, the text in pieces."""
-    started = {**body, "status": "in_progress", "output": [], "usage": None}
-    events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
-    for index, item in enumerate(body["output"]):
-        if item["type"] != "message":
-            events.append(
-                {"type": "response.output_item.added", "output_index": index, "item": item}
-            )
-            events.append(
-                {"type": "response.output_item.done", "output_index": index, "item": item}
-            )
-            continue
-        text = item["content"][0]["text"]
-        at = {"item_id": item["id"], "output_index": index, "content_index": 0}
-        events.append(
-            {
-                "type": "response.output_item.added",
-                "output_index": index,
-                "item": {**item, "status": "in_progress", "content": []},
-            }
-        )
-        step = max(1, reply.chunk_chars)
-        events += [
-            {
-                "type": "response.output_text.delta",
-                **at,
-                "delta": text[i : i + step],
-                "logprobs": [],
-            }
-            for i in range(0, len(text), step)
-        ]
-        events.append({"type": "response.output_text.done", **at, "text": text, "logprobs": []})
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
-    events.append({"type": kind, "response": body})
-    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
