@@ -58,19 +58,30 @@ class Ask:
     tools: list[dict[str, Any]]
     """The gateway's own agent-memory tools, offered while rounds are left."""
     client_tools: list[dict[str, Any]] = field(default_factory=list)
+    """The client's own tools: a call of one ends the answer, for the client to run."""
     options: dict[str, Any] = field(default_factory=dict)
+    """The request's other fields, sent to the upstream as they are."""
     client_calls: tuple[dict[str, Any], ...] = ()
+    """The model's calls of the client's tools in its last round."""
     passthrough: list[dict[str, Any]] | None = None
     """The client's own messages, sent instead of the memory (history "client")."""
     answer_format: AnswerFormat | None = None
     input_seq: int = 0
+    """The seq of the request's last turn: what the answer answers."""
     turns: list[Turn] = field(default_factory=list)
+    """The turns the ask stored, in order: the request's new ones, the tool rounds', the
+    answer."""
     usage: Usage = field(default_factory=Usage)
+    """The upstream's usage over every round."""
     warnings: list[AssemblyWarning] = field(default_factory=list)
     context: AssembledContext | None = None
+    """The last round's request, as assembled."""
     answer_text: str | None = None
+    """The model's answer, once its rounds are done."""
     rounds: int = 0
+    """The rounds that ran the agent-memory tools."""
     completion: Completion | None = None
+    """The upstream's last completion."""
     recall_query: str | None = None
     """The rewriter's query recall searches for too (`recall_rewrite`), made once an ask."""
     lock: AskLock | None = None
