@@ -1,8 +1,9 @@
 """The ask lock across processes: an ask waits for the thread another process is answering,
 places its turns after what that process wrote, gives the lock back with its answer, and
-gives up with a conflict when the wait is too long. The gateway folds the lock into its
-first read and its last write where the store can (`AskLockStore`), and takes the steps one
-after the other on any other store: both here."""
+gives up with a conflict when the wait is too long; a conversation found without an id is
+found again when another request of its family moved it first. The gateway folds the lock
+into its first read and its last write where the store can (`AskLockStore`), and takes the
+steps one after the other on any other store: both here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import assistant, user
+from workingmem import _ask_locks
+from workingmem.conversations import Found, find_conversation
 from workingmem.gateway import Gateway
 from workingmem.gateway_config import GatewayConfig
 from workingmem.llm import OpenAIClient
@@ -212,3 +215,79 @@ async def test_a_new_thread_is_opened_with_the_request_in_the_lock_s_own_trip(
     ]
     with pytest.raises(wm.NotFoundError):
         await store.list_turns(**{**ids, "thread_id": "other"})
+
+
+async def _texts(store: wm.Store, tenant: str, thread_id: str) -> list[str]:
+    return [str(t.content) for t in await store.list_turns(tenant_id=tenant, thread_id=thread_id)]
+
+
+async def test_a_fork_another_request_made_first_is_found_again(
+    store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ada's chat went on; Bob and Carol resend its opening with their own next message, so
+    each forks it. Carol forks between Bob's finding and Bob's fork: Bob's fork of the same
+    name is refused, Bob finds again and forks anew; neither sees the other's turns."""
+    async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
+        hi = await gateway.ask(tenant_id=tenant, messages=[user("Hi")])
+        opening = [user("Hi"), assistant(hi.answer)]
+        ada = await gateway.ask(tenant_id=tenant, messages=[*opening, user("I am Ada")])
+        assert ada.thread_id == hi.thread_id
+        fork = store.fork_thread
+        forks: list[tuple[str, str]] = []
+        carol: list[wm.AskResult] = []
+        asked = False
+
+        async def carol_first(**kwargs: Any) -> None:
+            nonlocal asked
+            if not asked:  # Bob's fork: Carol's request runs to its end before it
+                asked = True
+                carol.append(
+                    await gateway.ask(tenant_id=tenant, messages=[*opening, user("Carol")])
+                )
+            try:
+                await fork(**kwargs)
+            except wm.ConflictError:
+                forks.append((kwargs["thread_id"], "refused"))
+                raise
+            forks.append((kwargs["thread_id"], "made"))
+
+        monkeypatch.setattr(store, "fork_thread", carol_first)
+        bob = await gateway.ask(tenant_id=tenant, messages=[*opening, user("Bob")])
+
+        family = hi.thread_id
+        assert carol[0].thread_id == f"{family}-1"
+        assert bob.thread_id == f"{family}-2"
+        assert forks == [
+            (f"{family}-1", "made"),
+            (f"{family}-1", "refused"),
+            (f"{family}-2", "made"),
+        ]
+        bobs, carols = (["Hi", hi.answer, name, f"You said: {name}"] for name in ("Bob", "Carol"))
+        assert await _texts(store, tenant, bob.thread_id) == bobs
+        assert await _texts(store, tenant, carol[0].thread_id) == carols
+        assert "Bob" not in await _texts(store, tenant, family)
+
+
+async def test_a_family_moved_under_every_finding_is_a_conflict_and_nothing_is_stored(
+    store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between every finding and its lock another client adds a turn where the request was
+    to go: the gateway looks again a bounded number of times, then answers 409's error."""
+    async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
+        hi = await gateway.ask(tenant_id=tenant, messages=[user("Hi")])
+        found: list[Found] = []
+
+        async def moved_each_time(store: wm.Store, **kwargs: Any) -> Found:
+            where = await find_conversation(store, **kwargs)
+            found.append(where)
+            other = [user(f"another client's turn {len(found)}")]
+            await store.append(tenant_id=tenant, thread_id=where.thread_id, messages=other)
+            return where
+
+        monkeypatch.setattr(_ask_locks, "find_conversation", moved_each_time)
+        request = [user("Hi"), assistant(hi.answer), user("Where am I?")]
+        with pytest.raises(wm.ConflictError, match="busy in another request"):
+            await gateway.ask(tenant_id=tenant, messages=request)
+        assert len(found) == _ask_locks.FIND_ATTEMPTS
+        for thread in await store.list_threads(tenant_id=tenant, limit=100):
+            assert "Where am I?" not in await _texts(store, tenant, thread.thread_id)
