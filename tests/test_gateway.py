@@ -155,6 +155,55 @@ async def test_working_memory_tools_are_offered_run_and_stored(
         assert history == []  # forgotten: no version left to roll back to
 
 
+async def test_the_clients_own_history_with_memory_carries_the_tool_rounds_on(
+    store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """A profile that sends the client's own history with the agent memory: a round of the
+    memory's tools goes to the upstream after the client's messages, exactly as stored, and
+    the client's messages stay as it sent them."""
+    coder = wm.Profile(id="coder", history="client", client_history_memory=True)
+    agent = wm.AgentMemoryConfig(template="# User\n- Name:\n")
+    mine: list[wm.MessageIn] = [{"role": "system", "content": "You code."}, user("I'm Ada")]
+    async with Gateway(
+        store=store, llm=client, config=CONFIG, agent_memory=agent, profiles=[coder]
+    ) as gateway:
+        update = tool_call("update_working_memory", {"content": "# User\n- Name: Ada\n"}, id="c1")
+        upstream.push(Reply(None, tool_calls=[update]), Reply("Hello, Ada."))
+        result = await gateway.ask(
+            tenant_id=tenant,
+            thread_id="th",
+            profile="coder",
+            messages=mine[1:],
+            passthrough=mine,
+        )
+    assert (result.answer, result.tool_rounds) == ("Hello, Ada.", 1)
+    first, second = answer_requests(upstream)
+    assert first["messages"][1:] == [user("I'm Ada")]
+    assert second["messages"][1:2] == [user("I'm Ada")]
+    call, answered = second["messages"][2:]
+    assert call["tool_calls"][0]["function"]["name"] == "update_working_memory"
+    assert (answered["role"], answered["tool_call_id"]) == ("tool", "c1")
+    assert "Name: Ada" in second["messages"][0]["content"]  # the memory block, updated
+    roles = [t.role for t in await store.list_turns(tenant_id=tenant, thread_id="th")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_memory_kept_per_user_offers_no_tools_to_a_request_without_one(
+    store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    agent = wm.AgentMemoryConfig(scope="user")
+    async with Gateway(store=store, llm=client, config=CONFIG, agent_memory=agent) as gateway:
+        await gateway.ask(tenant_id=tenant, thread_id="anon", message="Hi")
+        await gateway.ask(tenant_id=tenant, thread_id="ada", user_id="ada", message="Hi")
+    anonymous, named = answer_requests(upstream)
+    assert "tools" not in anonymous  # no user: no memory of theirs to edit
+    assert {t["function"]["name"] for t in named["tools"]} == {
+        "get_working_memory",
+        "update_working_memory",
+        "clear_working_memory",
+    }
+
+
 class GreedyMemory:
     """A host's own WorkingMemory that returns the whole thread, whatever the budget, and
     records what the gateway asks of it."""
@@ -521,6 +570,18 @@ async def test_an_answer_too_large_to_store_is_the_upstreams_fault(
     assert await gateway.store.claim_thread(
         tenant_id=tenant, thread_id="th", owner="next", ttl_seconds=60
     )
+
+
+async def test_a_reviewers_text_too_large_to_store_is_the_hosts_error(
+    gateway: Gateway, tenant: str
+) -> None:
+    async def verbose(answer: str) -> str:
+        return answer + "x" * (2 << 20)
+
+    with pytest.raises(wm.ValidationError):  # the host's text: not the upstream's fault
+        await gateway.ask(tenant_id=tenant, thread_id="th", message="Hi", review=verbose)
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    assert [t.role for t in turns] == ["user"]
 
 
 def test_entering_a_gateway_builds_its_models_tokenizers(tmp_path: Path) -> None:
