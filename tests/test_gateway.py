@@ -584,6 +584,39 @@ async def test_a_reviewers_text_too_large_to_store_is_the_hosts_error(
     assert [t.role for t in turns] == ["user"]
 
 
+async def test_a_thread_too_long_for_the_window_still_shows_its_memory(
+    store: wm.Store, tenant: str
+) -> None:
+    """The memory page of a thread whose newest turn alone is over the model's window: the
+    thread and its memory, with no window to show, not an error."""
+    small = wm.ModelInfo(id="answer-model", context_window=300, max_output_tokens=100)
+    config = GatewayConfig(default_model="answer-model", models={"answer-model": small})
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("word " * 2_000)])
+    async with Gateway(store=store, config=config) as gateway:
+        memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
+    assert memory.thread.turn_count == 1
+    assert (memory.window_tokens, memory.budget_tokens) == (None, None)
+
+
+class ThreadsOnly:
+    """A host's store of threads alone: no documents for an agent memory to keep."""
+
+    def __init__(self, store: wm.Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name.endswith("_document"):
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+async def test_an_agent_memory_needs_a_store_that_keeps_documents(store: wm.Store) -> None:
+    threads: Any = ThreadsOnly(store)
+    with pytest.raises(wm.ValidationError) as caught:
+        Gateway(store=threads, agent_memory=wm.AgentMemoryConfig())
+    assert caught.value.field == "agent_memory"
+
+
 def test_entering_a_gateway_builds_its_models_tokenizers(tmp_path: Path) -> None:
     """The first request must not pay ~0.5-1 s for an OpenAI vocabulary: a fresh interpreter
     (this process built them long ago) has the encoding once the gateway is entered."""
