@@ -345,6 +345,32 @@ async def test_the_rewriter_uses_the_facts_and_leaves_a_new_thread_alone(
     assert "vegetarian places? 1" in prompt
 
 
+async def test_the_rewriter_falls_back_to_the_users_own_words(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """A rewrite that fails, comes back empty or runs on past a query's length is the user's
+    text; the text of a message in parts is its text parts joined."""
+    for i in range(3):
+        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"please remember {i}")
+    await gateway.when_idle()
+    parts: Any = [{"type": "text", "text": "vegetarian"}, {"type": "text", "text": "places?"}]
+    await gateway.store.append(tenant_id=tenant, thread_id="th", messages=[user(parts)])
+    for reply in (StatusError(500, "down"), Reply(""), Reply("word " * 500)):
+        upstream.push(reply)
+        before = len(upstream.requests)
+        query = await gateway.rewrite_query(tenant_id=tenant, thread_id="th")
+        assert query == "vegetarian places?"
+        assert len(upstream.requests) == before + 1  # the model was asked, and not heeded
+
+
+async def test_the_rewriter_has_nothing_to_rewrite_without_a_users_turn(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    await gateway.store.append(tenant_id=tenant, thread_id="th", messages=[assistant("Hello!")])
+    assert await gateway.rewrite_query(tenant_id=tenant, thread_id="th") == ""
+    assert upstream.requests == []
+
+
 async def test_thread_memory_shows_state_versions_and_window(gateway: Gateway, tenant: str) -> None:
     for i in range(2):
         await gateway.ask(tenant_id=tenant, thread_id="th", message=f"please remember {i}")
