@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import (
@@ -290,3 +291,20 @@ async def test_a_disabled_working_memory_stays_off_for_mcp_clients(
     assert refused.is_error
     assert "disabled" in text_of(refused)
     assert stored(database_url, wm.service.settings.LOCAL_TENANT, "ada").version == 0
+
+
+async def test_a_server_without_the_mcp_extra_says_how_to_install_it(
+    tmp_path: Path, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Everything else serves; /mcp answers 404 with the command that adds it."""
+    monkeypatch.setitem(sys.modules, "workingmem.service.mcp", None)  # not installed
+    database_url = f"sqlite:///{tmp_path / 'memory.db'}"
+    with LiveServer(create_app(settings_for(database_url, upstream))) as service:
+        async with httpx.AsyncClient(base_url=service.url) as api:
+            missing = await api.post("/mcp", json={"jsonrpc": "2.0", "id": 1})
+            served = await api.get("/v1/threads")
+    assert missing.status_code == 404
+    error = missing.json()["error"]
+    assert error["code"] == "mcp_not_available"
+    assert "pip install 'workingmem[mcp]'" in error["message"]
+    assert served.status_code == 200
