@@ -33,9 +33,9 @@ async def test_a_transaction_a_cancelled_writer_left_open_is_ended(tmp_path: Pat
             tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "a"}]
         )
         # what a writer cancelled between its BEGIN and its COMMIT leaves behind
-        await dialect._writer.execute("BEGIN IMMEDIATE")
-        await dialect._writer.execute("DELETE FROM turns")
-        await dialect._reader.execute("BEGIN")
+        await dialect._writer.call(lambda db: db.execute("BEGIN IMMEDIATE"))
+        await dialect._writer.call(lambda db: db.execute("DELETE FROM turns"))
+        await dialect._reader.call(lambda db: db.execute("BEGIN"))
         await store.append(
             tenant_id="t", thread_id="th", messages=[{"role": "user", "content": "b"}]
         )

@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __all__ = ["Connection"]
 
@@ -97,20 +97,6 @@ class Connection:
                 self._ran += 1
 
         return run
-
-    async def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        return await self.call(lambda db: db.execute(sql, params).fetchall())
-
-    async def execute(self, sql: str, params: Sequence[object] = ()) -> int:
-        """Runs one statement; the rows it changed."""
-        return await self.call(lambda db: db.execute(sql, params).rowcount)
-
-    async def executemany(self, sql: str, params: Sequence[Sequence[object]]) -> None:
-        await self.call(lambda db: db.executemany(sql, params))
-
-    @property
-    def in_transaction(self) -> bool:
-        return self._db.in_transaction
 
     async def close(self) -> None:
         """Closes the connection after every call made before it, then ends the thread."""
