@@ -14,6 +14,7 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
     GetPromptResult,
@@ -308,3 +309,23 @@ async def test_a_server_without_the_mcp_extra_says_how_to_install_it(
     assert error["code"] == "mcp_not_available"
     assert "pip install 'workingmem[mcp]'" in error["message"]
     assert served.status_code == 200
+
+
+async def test_the_resource_and_the_prompt_are_listed_and_nothing_else_is_served(
+    service: LiveServer, key: str
+) -> None:
+    """Before anything is written, the resource is the template to start from; asking for a
+    resource or a prompt the server does not have is the client's error."""
+    async with mcp_client(service, key, user="new-user") as client:
+        resources = (await client.list_resources()).resources
+        prompts = (await client.list_prompts()).prompts
+        assert [(str(r.uri), r.mime_type) for r in resources] == [
+            ("workingmem://working-memory", "text/markdown")
+        ]
+        assert [p.name for p in prompts] == ["working_memory"]
+        fresh = await client.read_resource("workingmem://working-memory")
+        assert text_of(fresh).startswith("# User")  # the template, nothing written yet
+        with pytest.raises(MCPError, match="no resource"):
+            await client.read_resource("workingmem://other")
+        with pytest.raises(MCPError, match="no prompt"):
+            await client.get_prompt("other")
