@@ -168,6 +168,22 @@ def test_a_wrong_type_names_the_json_path_and_the_problem(
     assert words in caught.value.reason
 
 
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_several_problems_name_the_first_and_count_the_rest(schema: Any) -> None:
+    """The model reads one problem to fix, and how many more there are; a long value it
+    sent is shown cut, not whole (a tool result stays short)."""
+    long = "x" * 500
+    content = {"user_profile": {"name": 5, "timezone": 6}, "tasks": [7], "nickname": None}
+    with pytest.raises(wm.ValidationError) as caught:
+        mode(schema).apply(current=None, content=content)
+    assert "(and 2 more problems)" in caught.value.reason
+    with pytest.raises(wm.ValidationError) as caught:
+        mode(schema).apply(current=None, content={"tasks": [{"text": long}], "nickname": None})
+    assert "more problem" not in caught.value.reason
+    assert long not in caught.value.reason
+    assert len(caught.value.reason) < 400
+
+
 def test_extra_keys_follow_the_schema_ignored_by_a_default_pydantic_model() -> None:
     assert apply(Notes, None, {"nickname": None, "user_id": "u-evil"}) == {"nickname": None}
 
