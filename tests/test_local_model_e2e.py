@@ -103,8 +103,10 @@ def test_the_service_with_nothing_configured_answers_with_the_local_model(
     tmp_path: Path,
 ) -> None:
     settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
-    with LiveServer(create_app(settings)) as live:
-        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    with (
+        LiveServer(create_app(settings)) as live,
+        openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         questions = [
             "Hi, I'm Ada and I live in Lyon.",
             "I'm vegetarian. What should I cook tonight?",
@@ -147,8 +149,10 @@ def test_a_request_for_any_model_is_answered_by_the_local_model_with_its_caps(
     its own settings (96-token answers), and the response names it."""
     settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
     caps = LOCAL_GATEWAY_CONFIG.model_info(LOCAL_MODEL)
-    with LiveServer(create_app(settings)) as live:
-        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
+    with (
+        LiveServer(create_app(settings)) as live,
+        openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         answer = client.chat.completions.create(
             model="gpt-4o-mini",
             messages=[{"role": "user", "content": "Write a very long story about a dragon."}],
@@ -173,7 +177,10 @@ def test_a_crash_of_the_model_worker_is_a_502_and_the_next_request_answers(
     tmp_path: Path,
 ) -> None:
     settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
-    with LiveServer(create_app(settings)) as live:
+    with (
+        LiveServer(create_app(settings)) as live,
+        openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
         local = _local_client(live)
 
         def crash_once(pid: int) -> None:
@@ -181,7 +188,6 @@ def test_a_crash_of_the_model_worker_is_a_502_and_the_next_request_answers(
             os.kill(pid, signal.SIGSEGV)
 
         local.on_dispatch = crash_once
-        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0)
         with pytest.raises(openai.APIStatusError) as caught:
             client.chat.completions.create(
                 model=LOCAL_MODEL,

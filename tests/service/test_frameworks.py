@@ -6,6 +6,7 @@ history on every call; real frameworks, real HTTP, the scripted upstream behind.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -61,15 +62,19 @@ def check_the_thread(
 
 
 @pytest.fixture
-def chat_model(service: LiveServer, key: str, upstream: ScriptedUpstream) -> ChatOpenAI:
+def chat_model(service: LiveServer, key: str, upstream: ScriptedUpstream) -> Iterator[ChatOpenAI]:
+    """LangChain's model over the service; its HTTP client closed after the test (left to the
+    garbage collector, its pooled socket may be finalized before it, in another test)."""
     upstream.responder = agent_upstream
-    return ChatOpenAI(
-        base_url=f"{service.url}/v1",
-        api_key=key,  # type: ignore[arg-type]
-        model="answer-model",
-        max_retries=0,
-        default_headers={"X-Thread-Id": "langchain"},
-    )
+    with httpx.Client() as http:
+        yield ChatOpenAI(
+            base_url=f"{service.url}/v1",
+            api_key=key,  # type: ignore[arg-type]
+            model="answer-model",
+            max_retries=0,
+            default_headers={"X-Thread-Id": "langchain"},
+            http_client=http,
+        )
 
 
 def test_langchain_bind_tools_gets_the_call_and_sends_the_result(
