@@ -22,6 +22,12 @@ from .base import StateWrite
 
 __all__ = ["SQLStates"]
 
+_NEWEST_VERSIONS = (
+    "SELECT version, summary, facts, turn_count, created_at FROM memory_state_versions "
+    "WHERE thread_pk = ? ORDER BY version DESC LIMIT ?"
+)
+"""A state's newest versions (thread_pk, how many), as `_rows.state_of` reads them."""
+
 
 class SQLStates:
     """The memory-state and lease methods of `SQLStore`."""
@@ -90,11 +96,7 @@ class SQLStates:
         _rows.check_page(limit, 0)
         async with self._dialect.read() as session:
             pk = (await thread_row(session, self._dialect, tenant_id, thread_id))[0]
-            rows = await session.rows(
-                "SELECT version, summary, facts, turn_count, created_at FROM memory_state_versions "
-                "WHERE thread_pk = ? ORDER BY version DESC LIMIT ?",
-                (pk, limit),
-            )
+            rows = await session.rows(_NEWEST_VERSIONS, (pk, limit))
         return [_rows.state_of(row, self._dialect.moment) for row in rows]
 
     async def read_memory(
@@ -111,11 +113,7 @@ class SQLStates:
                 "WHERE thread_pk = ?",
                 (row[0],),
             )
-            history = await session.rows(
-                "SELECT version, summary, facts, turn_count, created_at FROM memory_state_versions "
-                "WHERE thread_pk = ? ORDER BY version DESC LIMIT ?",
-                (row[0], versions),
-            )
+            history = await session.rows(_NEWEST_VERSIONS, (row[0], versions))
         state = (
             WorkingMemoryState() if found is None else _rows.state_of(found, self._dialect.moment)
         )
