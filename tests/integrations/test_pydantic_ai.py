@@ -14,8 +14,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,11 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import workingmem as wm
 from tests.helpers import summarizing_responder
+from tests.integrations.pydantic_ai_script import Script, assert_units_whole
 from tests.locomo import locomo_exchanges
 from workingmem.integrations.pydantic_ai import FORMAT, WorkingMemoryCapability, chat_messages
 from workingmem.llm.testing import Reply, ScriptedUpstream
@@ -44,88 +43,6 @@ HERE = Path(__file__).resolve().parent
 NOTES_HEADING = "## About this conversation"
 WORKING_MEMORY_HEADING = "## Working memory"
 SLIDING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
-
-
-# -- the offline model ---------------------------------------------------------------------
-
-
-@dataclass
-class Seen:
-    """One model request as the model received it."""
-
-    messages: list[ModelMessage]
-    instructions: str | None
-
-    @property
-    def chat(self) -> list[wm.ChatMessage]:
-        return chat_messages(self.messages)
-
-    @property
-    def prompts(self) -> list[str]:
-        return [
-            str(part.content)
-            for message in self.messages
-            for part in message.parts
-            if isinstance(part, UserPromptPart)
-        ]
-
-
-@dataclass
-class Script:
-    """A `FunctionModel` function: answers each user prompt with `answer`, first calling
-    `calls` (name, arguments) when set, and records every request."""
-
-    answer: str = "ok"
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    seen: list[Seen] = field(default_factory=list)
-    runs: int = 0
-
-    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        self.seen.append(Seen(list(messages), info.instructions))
-        last = messages[-1]
-        if self.calls and any(isinstance(p, UserPromptPart) for p in last.parts):
-            self.runs += 1
-            return ModelResponse(
-                parts=[
-                    ToolCallPart(name, args, tool_call_id=f"{name}-{self.runs}")
-                    for name, args in self.calls
-                ]
-            )
-        return ModelResponse(parts=[TextPart(self.answer)])
-
-    def agent(self, memory: WorkingMemoryCapability, **kwargs: Any) -> Agent[None, str]:
-        return Agent(FunctionModel(self), capabilities=[memory], **kwargs)
-
-
-def assert_units_whole(chat: Sequence[wm.ChatMessage]) -> None:
-    """What a provider accepts: the history opens on a user turn; every tool result follows
-    the assistant turn that called it; every call has its result before the next turn."""
-    assert chat[0]["role"] == "user", chat[0]
-    open_calls: set[str] = set()
-    for message in chat:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_calls, f"an orphaned tool result: {message}"
-            open_calls.discard(message["tool_call_id"])
-            continue
-        assert not open_calls, f"calls without results: {open_calls}"
-        open_calls = set()
-        if message["role"] == "assistant":
-            open_calls = {call["id"] for call in message.get("tool_calls", [])}
-    assert not open_calls, f"calls without results: {open_calls}"
-
-
-@pytest.fixture
-async def capabilities() -> AsyncIterator[Callable[..., WorkingMemoryCapability]]:
-    """Makes capabilities and closes them after the test."""
-    made: list[WorkingMemoryCapability] = []
-
-    def make(**kwargs: Any) -> WorkingMemoryCapability:
-        made.append(WorkingMemoryCapability(**kwargs))
-        return made[-1]
-
-    yield make
-    for memory in made:
-        await memory.aclose()
 
 
 # -- 1. the runner, with tools ---------------------------------------------------------------
@@ -241,7 +158,8 @@ async def test_a_popped_prompt_leaves_its_tool_results_readable(
     store: wm.Store, tenant: str, capabilities: Callable[..., WorkingMemoryCapability]
 ) -> None:
     """Popping the unit that carried a request whole leaves its tool turns, each with its
-    own part: they still read back as the results they were."""
+    own part: they still read back as the results they were, and the next run's model gets
+    them after their calls and before its prompt."""
     results = [
         ToolReturnPart("lookup", "a found", tool_call_id="call-a"),
         ToolReturnPart("lookup", "b found", tool_call_id="call-b"),
@@ -265,44 +183,11 @@ async def test_a_popped_prompt_leaves_its_tool_results_readable(
     assert len(messages) == 3
     assert list(messages[2].parts) == results
 
-
-async def test_turns_stored_as_chat_messages_reach_the_model_as_pydantic_ai_messages(
-    store: wm.Store, tenant: str, capabilities: Callable[..., WorkingMemoryCapability]
-) -> None:
-    """A thread another client wrote (plain chat turns, a tool call among them) is the
-    history of a run: user prompts, the call and its result under the tool's name."""
-    memory = capabilities(store=store, tenant_id=tenant, thread_id="foreign", config=SLIDING)
-    await memory.memory.append(
-        tenant_id=tenant,
-        thread_id="foreign",
-        messages=[
-            {"role": "user", "content": "what is the time?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "c1",
-                        "type": "function",
-                        "function": {"name": "clock", "arguments": "{}"},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": "noon"},
-            {"role": "assistant", "content": "It is noon."},
-        ],
-    )
     script = Script()
-    await script.agent(memory).run("thanks")
+    await script.agent(memory).run("third")
     (seen,) = script.seen
-    assert seen.prompts == ["what is the time?", "thanks"]
-    call = seen.messages[1].parts[0]
-    result = seen.messages[2].parts[0]
-    assert isinstance(call, ToolCallPart)
-    assert (call.tool_name, call.tool_call_id) == ("clock", "c1")
-    assert isinstance(result, ToolReturnPart)
-    assert (result.tool_name, result.content, result.tool_call_id) == ("clock", "noon", "c1")
-    assert seen.messages[3].parts == [TextPart("It is noon.")]
+    assert seen.prompts == ["first", "third"]
+    assert list(seen.messages[2].parts)[:2] == results, "the results come before the prompt"
     assert_units_whole(seen.chat)
 
 

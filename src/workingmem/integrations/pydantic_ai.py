@@ -352,17 +352,20 @@ def _cut(message: ModelMessage, present: int) -> ModelMessage:
 
 
 def _from_turn(turn: Turn, tool_names: dict[str, str]) -> ModelMessage:
-    """A turn another client stored, as the message Pydantic AI would have made of it."""
+    """A turn another client stored, as the message Pydantic AI would have made of it, timed
+    when it was stored (so that reading it twice gives equal messages)."""
     text = turn.content if isinstance(turn.content, str) else _text_of(turn.content)
+    when: dict[str, Any] = {"timestamp": turn.created_at} if turn.created_at else {}
     if turn.role == "user":
-        return ModelRequest(parts=[UserPromptPart(text)])
+        return ModelRequest(parts=[UserPromptPart(text, **when)], **when)
     if turn.role == "tool":
         call_id = turn.tool_call_id or ""
         name = tool_names.get(call_id, "")
-        return ModelRequest(parts=[ToolReturnPart(name, text, tool_call_id=call_id)])
+        result = ToolReturnPart(name, text, tool_call_id=call_id, **when)
+        return ModelRequest(parts=[result], **when)
     parts: list[TextPart | ToolCallPart] = [TextPart(text)] if text else []
     parts += [ToolCallPart(c.name, c.arguments, tool_call_id=c.id) for c in turn.tool_calls]
-    return ModelResponse(parts=list(parts))
+    return ModelResponse(parts=list(parts), **when)
 
 
 def _text_of(content: object) -> str:
