@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +17,12 @@ TEMPLATE = "# Profile\n- Name:\n- Role:\n\n# Goals\n-\n"
 
 class Notes(BaseModel):
     tasks: list[str] = []
+
+
+class Hooks(BaseModel):
+    """A model Pydantic cannot describe in JSON Schema (a callable field)."""
+
+    on_change: Callable[[], None]
 
 
 class _NoStore:
@@ -86,11 +93,27 @@ def test_the_schema_getter_returns_a_copy() -> None:
         pytest.param({"schema": {"type": "array"}}, "schema", "object", id="schema-not-an-object"),
         pytest.param({"schema": {"type": 5}}, "schema", "valid JSON Schema", id="invalid-schema"),
         pytest.param({"schema": "tasks: list"}, "schema", "Pydantic model", id="schema-a-string"),
+        pytest.param({"schema": Hooks}, "schema", "Hooks has no JSON Schema", id="model-no-schema"),
+        pytest.param(
+            {"schema": {"type": "object", "enum": {1, 2}}}, "schema", "must be JSON", id="not-json"
+        ),
         pytest.param(
             {"schema": {"type": "object", "properties": {"a": {"$ref": "https://x/y.json"}}}},
             "schema",
             "outside",
             id="remote-ref",
+        ),
+        pytest.param(
+            {"schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/gone"}}}},
+            "schema",
+            "'#/$defs/gone' points to nothing",
+            id="dangling-ref",
+        ),
+        pytest.param(
+            {"schema": {"type": "object", "properties": {"a": {"$ref": "#gone"}}}},
+            "schema",
+            "'#gone' points to nothing",
+            id="dangling-anchor",
         ),
         pytest.param({"template": "   "}, "template", "non-empty", id="blank-template"),
         pytest.param(

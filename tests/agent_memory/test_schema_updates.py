@@ -260,3 +260,60 @@ def test_a_recursive_schema_merges_and_validates() -> None:
         {"root": {"child": {"child": None, "label": None}}},
     )
     assert merged == {"root": {"label": "a", "child": {"label": "b", "child": None}}}
+
+
+DEFINITIONS: dict[str, Any] = {
+    "maybe": {"type": ["string", "null"]},
+    "sure": {"type": "string"},
+    "choices": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "anchored": {"$anchor": "perhaps", "type": ["string", "null"]},
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "kept"),
+    [
+        pytest.param({"enum": ["a", None]}, None, id="enum-with-null"),
+        pytest.param({"enum": ["a", "b"]}, "a", id="enum-without-null"),
+        pytest.param({"const": None}, None, id="const-null"),
+        pytest.param({"const": "a"}, "a", id="const-value"),
+        pytest.param({"$ref": "#/$defs/maybe"}, None, id="ref-nullable"),
+        pytest.param({"$ref": "#/$defs/sure"}, "a", id="ref-not-nullable"),
+        pytest.param({"$ref": "#/$defs/choices/anyOf/1"}, None, id="ref-into-a-list"),
+        pytest.param({"$ref": "#perhaps"}, None, id="ref-to-an-anchor"),
+        pytest.param(
+            {"allOf": [{"type": ["string", "null"]}, {"maxLength": 5}]}, None, id="allof-nullable"
+        ),
+        pytest.param(
+            {"allOf": [{"type": ["string", "null"]}, {"type": "string"}]}, "a", id="allof-not"
+        ),
+        pytest.param({"oneOf": [{"type": "null"}, {"type": "integer"}]}, None, id="oneof-null"),
+    ],
+)
+def test_null_is_stored_exactly_where_the_json_schema_accepts_it(
+    field: dict[str, Any], kept: str | None
+) -> None:
+    """Whatever keyword says it (type, enum, const, a reference, a combination), a null the
+    model sends is stored where the field accepts null and ignored where it does not (the
+    stored value kept)."""
+    schema = {"type": "object", "properties": {"x": field}, "$defs": DEFINITIONS}
+    assert apply(schema, {"x": "a"}, {"x": None}) == {"x": kept}
+
+
+def test_null_follows_the_schema_of_a_key_matched_by_pattern() -> None:
+    """Keys matched by `patternProperties` take the matching schema's answer for null."""
+    schema = {
+        "type": "object",
+        "patternProperties": {"^note_": {"type": ["string", "null"]}, "^tag_": {"type": "string"}},
+    }
+    merged = apply(schema, {"note_1": "a", "tag_1": "b"}, {"note_1": None, "tag_1": None})
+    assert merged == {"note_1": None, "tag_1": "b"}
+
+
+def test_a_key_that_is_not_an_identifier_is_named_quoted_in_the_error() -> None:
+    """A refused value under a key with a space is named as a JSON path can name it."""
+    schema = {"type": "object", "properties": {"due date": {"type": "string"}}}
+    with pytest.raises(wm.ValidationError) as caught:
+        apply(schema, None, {"due date": 5})
+    assert caught.value.field == '$["due date"]'
+    assert "5 is not of type 'string'" in str(caught.value)

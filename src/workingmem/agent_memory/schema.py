@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import jsonschema
@@ -97,7 +97,7 @@ class DocumentSchema:
                 "schema", f"is not a valid JSON Schema: {exc.message} at {where}"
             ) from exc
         _check_object(owned)
-        _check_local_refs(owned)
+        _check_local_refs(owned, owned)
         return cls(owned, model=None, validator=validator_class(owned))
 
     @property
@@ -144,16 +144,7 @@ class DocumentSchema:
     # -- walking the schema ------------------------------------------------------------------
 
     def _resolve(self, ref: str) -> JSON:
-        node: JSON = self._schema
-        for raw in ref.removeprefix("#").split("/")[1:]:
-            token = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                return True  # unresolvable: the validator reports it; here, anything goes
-        return node
+        return _pointed(self._schema, ref)  # `build` checked that it points somewhere
 
     def _nullable(self, node: JSON, depth: int) -> bool:
         if depth > _MAX_DEPTH or not isinstance(node, dict):
@@ -210,17 +201,65 @@ def _check_object(schema: dict[str, JSON]) -> None:
         )
 
 
-def _check_local_refs(node: JSON) -> None:
+def _check_local_refs(node: JSON, root: dict[str, JSON]) -> None:
+    """Every `$ref` names a part of the schema itself (else the validator fails on the first
+    document that reaches it, long after the schema was accepted)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if key == "$ref" and isinstance(value, str) and not value.startswith("#"):
-                raise ValidationError(
-                    "schema", f"$ref {value!r} points outside the schema; only #/... is supported"
-                )
-            _check_local_refs(value)
+            if key == "$ref" and isinstance(value, str):
+                if not value.startswith("#"):
+                    raise ValidationError(
+                        "schema",
+                        f"$ref {value!r} points outside the schema; only #/... is supported",
+                    )
+                try:
+                    _pointed(root, value)
+                except LookupError:
+                    raise ValidationError(
+                        "schema", f"$ref {value!r} points to nothing in the schema"
+                    ) from None
+            _check_local_refs(value, root)
     elif isinstance(node, list):
         for item in node:
-            _check_local_refs(item)
+            _check_local_refs(item, root)
+
+
+def _pointed(root: dict[str, JSON], ref: str) -> JSON:
+    """The part of `root` a local `$ref` names: a JSON pointer (``#/$defs/node``) or an
+    anchor (``#node``). LookupError when there is none."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        anchored = _anchored(root, ref[1:])
+        if anchored is None:
+            raise LookupError(ref)
+        return anchored
+    node: JSON = root
+    for raw in ref[2:].split("/"):
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise LookupError(ref)
+    return node
+
+
+def _anchored(node: JSON, anchor: str) -> dict[str, JSON] | None:
+    if isinstance(node, dict):
+        if anchor in (node.get("$anchor"), node.get("$dynamicAnchor")):
+            return node
+        children: Iterable[JSON] = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:
+        return None
+    for child in children:
+        found = _anchored(child, anchor)
+        if found is not None:
+            return found
+    return None
 
 
 def _pydantic_reason(error: Mapping[str, Any]) -> str:
