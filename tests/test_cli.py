@@ -240,7 +240,7 @@ def test_threads_default_to_the_local_tenant(tmp_path: Path) -> None:
 
 
 def test_doctor_loads_the_local_model_and_says_what_it_found() -> None:
-    from tests.llm.test_local import require_local_model
+    from tests.llm.local_model import require_local_model
     from workingmem.llm.local import LOCAL_MODEL_SHA256
 
     require_local_model()

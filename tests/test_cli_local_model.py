@@ -20,7 +20,7 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from tests.llm.test_local import require_local_model
+from tests.llm.local_model import require_local_model
 from workingmem.cli import app
 from workingmem.embedded import (
     LOCAL_CONTEXT_WINDOW,

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import pytest
 
-from tests.llm.test_local import require_local_model
+from tests.llm.local_model import require_local_model
 from workingmem.embedded import LOCAL_CONTEXT_WINDOW, LOCAL_GATEWAY_CONFIG, LOCAL_TOKENIZER
 from workingmem.errors import ValidationError
 from workingmem.llm import _gguf, _weights

@@ -1,12 +1,18 @@
-"""What the OpenAIClient tests share: each runs on both of the SDK's transports."""
+"""What the model clients' tests share: the SDK's two transports for the OpenAIClient's, one
+loaded local model a module for the local model's."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from typing import Literal
 
 import aiohttp
 import openai
 import pytest
+
+from tests.llm.local_model import require_local_model
+from workingmem.llm.local import LocalModelClient
 
 Http = Literal["httpx", "aiohttp"]
 
@@ -38,3 +44,15 @@ def assert_caused_by(error: BaseException, http: Http, failure: Failure) -> None
         assert error.__cause__ is None
     else:
         assert isinstance(error.__cause__, cause)
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[LocalModelClient]:
+    """One loaded model for the module's tests: the client holds no event loop, so the tests'
+    loops may share it."""
+    require_local_model()
+    client = LocalModelClient()
+    try:
+        yield client
+    finally:
+        asyncio.run(client.aclose())

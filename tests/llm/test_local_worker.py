@@ -22,7 +22,8 @@ from workingmem.llm import CallKind, CallMeta, LLMError, TextDelta
 from workingmem.llm._local_worker import _without_extra_buffers
 from workingmem.llm.local import LOCAL_MODEL, LocalModelClient
 
-from .test_local import CAPITAL, META, STORY, require_local_model
+from .local_model import require_local_model
+from .test_local import CAPITAL, META, STORY
 
 BACKGROUND = CallMeta(tenant_id="t1", kind=CallKind.MEMORY_WORKING, model=LOCAL_MODEL)
 

@@ -13,6 +13,9 @@ import functools
 import json
 from typing import Any
 
+import jsonschema
+import jsonschema.exceptions
+
 from .base import LLMError
 
 __all__ = ["cached_grammar", "schema_grammar"]
@@ -20,7 +23,9 @@ __all__ = ["cached_grammar", "schema_grammar"]
 _MAX_REPETITION = 1000
 """The largest ``{m,n}`` count written: llama.cpp rejects 2,000 and more."""
 _CHAR_BLOCK = 100
-"""A long string is written as blocks of this many characters (see `schema_grammar`)."""
+"""A long run (of characters, of items) is written as blocks of this many (see `repeated`)."""
+_MAX_COUNT = 100_000
+"""The largest length or item count written as chains (a thousand rules)."""
 
 
 def schema_grammar(schema: dict[str, Any]) -> str:
@@ -32,17 +37,25 @@ def schema_grammar(schema: dict[str, Any]) -> str:
     because llama-cpp-python's converter gets two things wrong for us: it writes
     ``maxLength: 4000`` as 4,000 nested groups, which llama.cpp refuses to parse (no count
     over 2,000), and it lets raw control characters into strings, which `json.loads` refuses.
-    Here a long string is a chain of blocks, and string characters are JSON's. Any other
+    Here a long string or array is a chain of blocks, and string characters are JSON's; a
+    schema is checked to be JSON Schema first, and one no value satisfies is refused. Any other
     schema (``$ref``, optional properties, ``pattern``, ...) goes to llama-cpp-python's
     converter as it is.
 
     Raises:
-        LLMError: status 400, for a schema neither converter can follow.
+        LLMError: status 400, for a schema that is not valid JSON Schema, that no JSON value
+            satisfies (an empty ``enum``, ``minLength`` over ``maxLength``, ...), or that
+            neither converter can follow.
     """
+    _check_schema(schema)
     try:
         return _Grammar().build(schema or {"type": "object"})
     except _UnsupportedSchemaError:
         pass
+    except _UnsatisfiableSchemaError as exc:
+        raise LLMError(
+            f"no JSON value satisfies this JSON schema: {exc}", status_code=400
+        ) from None
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
@@ -54,8 +67,25 @@ def schema_grammar(schema: dict[str, Any]) -> str:
         ) from exc
 
 
+def _check_schema(schema: dict[str, Any]) -> None:
+    """A 400 naming the place of the first error, for a schema that is not JSON Schema (the
+    converters would write a grammar of what they guess it means)."""
+    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path)
+        raise LLMError(
+            f"the JSON schema is not valid: {_short(exc.message)} at #/{where}", status_code=400
+        ) from None
+
+
 class _UnsupportedSchemaError(Exception):
     """A schema feature `_Grammar` does not write."""
+
+
+class _UnsatisfiableSchemaError(Exception):
+    """A schema no JSON value satisfies: any grammar of it would be a guess."""
 
 
 _PRIMITIVES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -96,20 +126,22 @@ class _Grammar:
 
     def visit(self, schema: object, name: str) -> str:
         """The name of the rule for `schema`, added with the rules it needs."""
+        if schema is True:
+            return self.primitive("value")
+        if schema is False:
+            raise _UnsatisfiableSchemaError("a false schema")
         if not isinstance(schema, dict):
             raise _UnsupportedSchemaError(f"schema {schema!r}")
         if "const" in schema:
             return self.rule(name, _literal(schema["const"]) + " space", "space")
         if "enum" in schema:
             values = schema["enum"]
-            if not isinstance(values, list) or not values:
-                raise _UnsupportedSchemaError("enum")
+            if not values:
+                raise _UnsatisfiableSchemaError("an empty enum")
             return self.rule(name, " | ".join(_literal(v) for v in values) + " space", "space")
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 options = schema[key]
-                if not isinstance(options, list) or not options:
-                    raise _UnsupportedSchemaError(key)
                 return self.rule(
                     name,
                     " | ".join(self.visit(s, f"{name}-{i}") for i, s in enumerate(options)),
@@ -146,9 +178,7 @@ class _Grammar:
             return self.string(schema, name)
         if kind is None:
             return self.primitive("value")
-        if kind in ("string", "integer", "number", "boolean", "null", "array"):
-            return self.primitive(str(kind))
-        raise _UnsupportedSchemaError(f"type {kind!r}")
+        return self.primitive(str(kind))  # the schema is checked: one of JSON's types
 
     def object(self, schema: dict[str, Any], name: str) -> str:
         properties = schema["properties"]
@@ -163,35 +193,47 @@ class _Grammar:
 
     def array(self, schema: dict[str, Any], name: str) -> str:
         low, high = _bounds(schema, "minItems", "maxItems")
-        item = self.visit(schema["items"], f"{name}-item")
-        more = _repeat(f'"," space {item}', max(low - 1, 0), None if high is None else high - 1)
-        items = f"{item} {more}"
-        body = items if low else f"({items})?"
-        if high == 0:
-            body = ""
         self.primitive("space")
-        return self.rule(name, f'"[" space {body} "]" space')
+        if high == 0 or schema["items"] is False:
+            if low:
+                raise _UnsatisfiableSchemaError(f"minItems {low} of items that cannot be")
+            return self.rule(name, '"[" space "]" space')
+        item = self.visit(schema["items"], f"{name}-item")
+        more = self.repeated(
+            f'"," space {item}',
+            max(low - 1, 0),
+            None if high is None else high - 1,
+            f"{name}-more",
+        )
+        items = f"{item} {more}".strip()
+        return self.rule(name, f'"[" space {items if low else f"({items})?"} "]" space')
 
     def string(self, schema: dict[str, Any], name: str) -> str:
         low, high = _bounds(schema, "minLength", "maxLength")
         char = self.primitive("char")
         self.primitive("space")
-        head = _repeat(char, low, low)
+        chars = self.repeated(char, low, high, f"{name}-chars")
+        return self.rule(name, rf'"\"" {chars} "\"" space')
+
+    def repeated(self, unit: str, low: int, high: int | None, name: str) -> str:
+        """`unit` `low` to `high` times (None: no limit), with no repetition count over
+        llama.cpp's limit: a long run is a chain of rules of `_CHAR_BLOCK` each."""
+        blocks, rest = divmod(low, _CHAR_BLOCK) if low > _MAX_REPETITION else (0, low)
+        head = [_repeat(unit, _CHAR_BLOCK, _CHAR_BLOCK)] * blocks + [_repeat(unit, rest, rest)]
         if high is None:
-            chars = f"{head} {char}*"
+            tail = f"({unit})*"
         elif high - low <= _MAX_REPETITION:
-            chars = f"{head} {_repeat(char, 0, high - low)}"
-        else:  # chain_1 = 0..B+r chars; chain_k = 0..B-1 chars, or B then chain_(k-1)
+            tail = _repeat(unit, 0, high - low)
+        else:  # chain_1 = 0..B+r units; chain_k = 0..B-1 units, or B then chain_(k-1)
             blocks, rest = divmod(high - low, _CHAR_BLOCK)
-            chain = self.rule(f"{name}-chars-1", _repeat(char, 0, _CHAR_BLOCK + rest))
+            tail = self.rule(f"{name}-1", _repeat(unit, 0, _CHAR_BLOCK + rest))
             for level in range(2, blocks + 1):
-                chain = self.rule(
-                    f"{name}-chars-{level}",
-                    f"{_repeat(char, 0, _CHAR_BLOCK - 1)} | "
-                    f"{_repeat(char, _CHAR_BLOCK, _CHAR_BLOCK)} {chain}",
+                tail = self.rule(
+                    f"{name}-{level}",
+                    f"{_repeat(unit, 0, _CHAR_BLOCK - 1)} | "
+                    f"{_repeat(unit, _CHAR_BLOCK, _CHAR_BLOCK)} {tail}",
                 )
-            chars = f"{head} {chain}"
-        return self.rule(name, rf'"\"" {chars.strip()} "\"" space')
+        return " ".join(part for part in [*head, tail] if part)
 
     def primitive(self, name: str) -> str:
         body, needs = _PRIMITIVES[name]
@@ -212,16 +254,11 @@ class _Grammar:
 
 
 def _bounds(schema: dict[str, Any], low_key: str, high_key: str) -> tuple[int, int | None]:
-    low, high = schema.get(low_key, 0), schema.get(high_key)
-    for value in (low, high):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
-            raise _UnsupportedSchemaError(f"{low_key}/{high_key} {value!r}")
-    if low > _MAX_REPETITION or (high is not None and high < low):
+    low, high = int(schema.get(low_key, 0)), schema.get(high_key)  # checked: ints >= 0
+    if high is not None and high < low:
+        raise _UnsatisfiableSchemaError(f"{low_key} {low} is over {high_key} {high}")
+    if max(low, high or 0) > _MAX_COUNT:
         raise _UnsupportedSchemaError(f"{low_key} {low}, {high_key} {high}")
-    if high is not None and high - low > _MAX_REPETITION and high_key != "maxLength":
-        raise _UnsupportedSchemaError(f"{high_key} {high}")
     return low, high
 
 

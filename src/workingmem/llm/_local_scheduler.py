@@ -406,8 +406,8 @@ class Scheduler:
 def _generation_error(event: dict[str, Any]) -> LLMError:
     status = event.get("status_code")
     message = _short(str(event.get("message")))
-    if status == 400:
-        return LLMError(f"the prompt does not fit the local model: {message}", status_code=400)
+    if status == 400:  # the caller's: a prompt over the window, a grammar llama.cpp refuses
+        return LLMError(f"the local model cannot take this request: {message}", status_code=400)
     return LLMError(f"the local model failed: {message}")
 
 

@@ -53,6 +53,8 @@ class _Model:
             seed=int(settings["seed"]),
             verbose=False,
         )
+        self.grammars: set[str] = set()
+        """The grammars llama.cpp parsed already."""
         self.formatter: Jinja2ChatFormatter | None = None
         template = self.llama.metadata.get("tokenizer.chat_template")
         if template:
@@ -80,6 +82,7 @@ class _Model:
 
         keywords = dict(request)
         if keywords.get("grammar") is not None:
+            self._check_grammar(keywords["grammar"])
             keywords["grammar"] = LlamaGrammar.from_string(keywords["grammar"], verbose=False)
         pieces: list[str] = []
         finish_reason = "stop"
@@ -108,6 +111,23 @@ class _Model:
             "completion_tokens": self._token_count(text),
             "finish_reason": finish_reason,
         }
+
+    def _check_grammar(self, grammar: str) -> None:
+        """GrammarError for a grammar llama.cpp refuses (llama-cpp-python would go on with the
+        sampler it did not get, and the process would die of it). Each grammar once."""
+        if grammar in self.grammars:
+            return
+        import llama_cpp.llama_cpp as native
+
+        sampler = native.llama_sampler_init_grammar(
+            self.llama._model.vocab, grammar.encode("utf-8"), b"root"
+        )
+        if not sampler:
+            raise GrammarError(
+                "llama.cpp refuses the grammar of this JSON schema (too many repetitions?)"
+            )
+        native.llama_sampler_free(sampler)
+        self.grammars.add(grammar)
 
     def _prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """The prompt's tokens as the chat template renders it (0 for a model without one)."""
@@ -150,10 +170,17 @@ def _without_extra_buffers(native: Any) -> None:
     native.llama_model_default_params = model_params
 
 
+class GrammarError(ValueError):
+    """A request's grammar that llama.cpp refuses: the caller's schema, a 400."""
+
+
 def _error_event(exc: Exception) -> dict[str, Any]:
     """A generation's failure as the client turns it into `LLMError`."""
     message = f"{type(exc).__name__}: {exc}"
-    status = 400 if isinstance(exc, ValueError) and "context window" in str(exc) else None
+    caller_made = isinstance(exc, GrammarError) or (
+        isinstance(exc, ValueError) and "context window" in str(exc)
+    )
+    status = 400 if caller_made else None
     return {"event": "error", "message": message, "status_code": status}
 
 
