@@ -351,3 +351,35 @@ def test_a_unit_ranked_again_is_not_counted_again_and_the_share_holds() -> None:
         del recall._BLOCK_COUNTS[key]
     assert squeezed.tokens <= 300
     assert squeezed.tokens == first.inner.count_text(squeezed.text)
+
+
+def test_the_dates_cut_a_long_opening_at_a_word_and_skip_turns_without_a_time() -> None:
+    """A day's line quotes at most the opening's first 60 characters, cut after a whole word
+    and marked; a turn with no time (a host's own turn) gives no line."""
+    opening = "We adopted a beagle puppy and named him Biscuit, after the dog next door."
+    days = [
+        wm.Turn.from_message(user(opening), seq=1, created_at=START),
+        wm.Turn.from_message(user("No time on this one."), seq=2),
+    ]
+    assert recall.render_days(days) == (
+        f"{DATES_HEADING}\n"
+        '- 8 May 2023, 13:56: from "We adopted a beagle puppy and named him Biscuit, after the ..."'
+    )
+    assert recall.render_days(days[1:]) == ""
+
+
+def test_dates_larger_than_the_share_give_way_to_the_recalled_turns() -> None:
+    """When the dates alone would not fit recall's share they are left out, and the recalled
+    turns take the whole share; what is chosen never passes it."""
+    units = [
+        [wm.Turn.from_message(user(f"Unit {i} about the trip to Lyon."), seq=i + 1)]
+        for i in range(5)
+    ]
+    tokenizer = wm.tokenizer_for(GPT4O)
+    dates = DATES_HEADING + "\n" + '- 8 May 2023, 13:56: from "a long day"\n' * 40
+    chosen = recall.select_recalled(units, tokenizer=tokenizer, limit_tokens=80, after=dates)
+    assert DATES_HEADING not in chosen.text
+    assert chosen.text.startswith(RECALL_HEADING)
+    assert chosen.seqs
+    assert 0 < chosen.tokens <= 80
+    assert chosen.tokens == tokenizer.count_text(chosen.text)
