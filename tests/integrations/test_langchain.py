@@ -14,41 +14,35 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import InputAgentState
-from langchain_core.language_models import LanguageModelInput
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import convert_to_openai_messages
-from langchain_core.outputs import ChatResult
-from langchain_core.runnables import Runnable, RunnableConfig
-from langchain_core.tools import BaseTool, tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 
 import workingmem as wm
 from tests.conftest import postgres_url
 from tests.helpers import assert_in_provider_order, summarizing_responder
+from tests.integrations.langchain_script import (
+    SYSTEM,
+    WINDOW,
+    ask,
+    call,
+    lookup,
+    scripted,
+    state_ids,
+    stored_ids,
+    thread_config,
+)
 from tests.locomo import locomo_exchanges
 from workingmem.agent_memory import AgentMemoryConfig
 from workingmem.integrations.langchain import WorkingMemoryMiddleware, chat_view
 from workingmem.llm import OpenAIClient
 from workingmem.llm.testing import Reply, ScriptedUpstream
 
-SYSTEM = "You are a helpful assistant."
 RESTART_SCRIPT = Path(__file__).with_name("_langchain_restart.py")
 PACKAGE_ROOT = str(Path(wm.__file__).resolve().parents[1])
 """The copy of the package this test process imports, for the subprocesses."""
@@ -60,55 +54,6 @@ def subprocess_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))}
 
 
-WINDOW = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
-"""For tests about storing, not about notes: no cheap model in the way."""
-
-
-class RecordingModel(GenericFakeChatModel):
-    """LangChain's scripted fake model, recording each request; `bind_tools` (which
-    `create_agent` needs and the fake lacks) records the tools' names and binds nothing."""
-
-    requests: list[list[BaseMessage]] = Field(default_factory=list)
-    tool_names: list[str] = Field(default_factory=list)
-
-    def bind_tools(
-        self,
-        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
-        *,
-        tool_choice: str | None = None,
-        **kwargs: Any,
-    ) -> Runnable[LanguageModelInput, AIMessage]:
-        self.tool_names = [convert_to_openai_tool(t)["function"]["name"] for t in tools]
-        return cast(Runnable[LanguageModelInput, AIMessage], self)
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.requests.append(list(messages))
-        return super()._generate(messages, *args, **kwargs)
-
-    def history(self, index: int = -1) -> list[BaseMessage]:
-        """A request's messages after its system message."""
-        request = self.requests[index]
-        return request[1:] if isinstance(request[0], SystemMessage) else request
-
-    def system_text(self, index: int = -1) -> str:
-        first = self.requests[index][0]
-        return first.text if isinstance(first, SystemMessage) else ""
-
-
-def scripted(*replies: AIMessage | str) -> RecordingModel:
-    return RecordingModel(messages=iter(replies), disable_streaming=True)
-
-
-@tool
-def lookup(query: str) -> str:
-    """Looks something up."""
-    return f"found {query}"
-
-
-def call(name: str, call_id: str, **arguments: Any) -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": name, "args": arguments, "id": call_id}])
-
-
 def tool_rounds(exchange: int) -> list[AIMessage]:
     """One exchange: a call of the application's tool, one of agent memory, the answer."""
     return [
@@ -116,31 +61,6 @@ def tool_rounds(exchange: int) -> list[AIMessage]:
         call("update_working_memory", f"memo-{exchange}", content=f"note {exchange}"),
         AIMessage(f"answer {exchange}"),
     ]
-
-
-def thread_config(thread_id: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id}}
-
-
-def ask(text: str) -> InputAgentState:
-    return {"messages": [{"role": "user", "content": text}]}
-
-
-def stored_ids(turns: Sequence[wm.Turn]) -> list[str]:
-    return [cast(dict[str, Any], turn.item)["data"]["id"] for turn in turns]
-
-
-def state_ids(messages: Sequence[BaseMessage]) -> list[str]:
-    return [cast(str, message.id) for message in messages]
-
-
-@pytest.fixture
-async def middlewares() -> AsyncIterator[list[WorkingMemoryMiddleware]]:
-    """The middlewares a test made, closed after it (a store passed in stays open)."""
-    made: list[WorkingMemoryMiddleware] = []
-    yield made
-    for middleware in made:
-        await middleware.aclose()
 
 
 # -- 1. the agent's own loop, many turns with tool calls ---------------------------------------

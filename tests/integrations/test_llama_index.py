@@ -1,10 +1,5 @@
-"""WorkingMemoryBuffer under LlamaIndex's own FunctionAgent workflow, with its offline model.
-
-The model is llama-index-core's `MockFunctionCallingLLM`, given a response generator that
-keeps a copy of every request and answers from the test's script (tool calls, then an
-answer): what a request carries is what the memory gave the agent, plus the agent's own
-system prompt and its run's scratchpad.
-"""
+"""WorkingMemoryBuffer under LlamaIndex's own FunctionAgent workflow, with its offline model
+(`tests.integrations.llama_index_script`)."""
 
 from __future__ import annotations
 
@@ -14,12 +9,11 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import (
     ChatMessage,
     MessageRole,
@@ -31,51 +25,29 @@ from llama_index.core.tools import FunctionTool
 
 import workingmem as wm
 from tests.helpers import summarizing_responder
+from tests.integrations.llama_index_script import (
+    SLIDING,
+    SYSTEM_PROMPT,
+    WORKFLOW_WARNINGS,
+    Buffers,
+    ScriptedModel,
+    agent_for,
+    ask,
+    dumps,
+    history,
+    lookup,
+    says,
+)
 from tests.locomo import locomo_exchanges
 from workingmem.integrations.llama_index import FORMAT, WorkingMemoryBuffer
 from workingmem.llm.testing import Reply, ScriptedUpstream
 
-pytestmark = [
-    # A workflow lists its agent's methods with inspect.getmembers, which reads every
-    # attribute of the agent's pydantic model, the deprecated ones too (`__fields__`,
-    # `model_computed_fields` on the instance...): LlamaIndex's doing, not ours.
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20:inspect"),
-    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211:inspect"),
-]
+pytestmark = WORKFLOW_WARNINGS
 
-SYSTEM_PROMPT = "You are a helpful assistant."
 PACKAGE_ROOT = Path(wm.__file__).resolve().parents[1]
 """The copy of workingmem under test, for the path of a subprocess."""
 RESTART_SCRIPT = Path(__file__).with_name("_llama_index_restart.py")
-SLIDING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
 COUNTED = wm.ModelInfo(id="gpt-4o-mini", context_window=128_000)
-
-Answer = Callable[[list[ChatMessage]], ChatMessage]
-
-
-class ScriptedModel:
-    """LlamaIndex's offline function-calling model, answering with `answer` and keeping a
-    copy of each request (the agent may change its messages after the call)."""
-
-    def __init__(self, answer: Answer) -> None:
-        self.answer = answer
-        self.requests: list[list[ChatMessage]] = []
-
-    def llm(self) -> MockFunctionCallingLLM:
-        return MockFunctionCallingLLM(response_generator=self._respond)
-
-    def _respond(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
-        self.requests.append([message.model_copy(deep=True) for message in messages])
-        return self.answer(list(messages))
-
-
-def says(text: str) -> Answer:
-    return lambda messages: ChatMessage(role=MessageRole.ASSISTANT, content=text)
-
-
-def history(request: list[ChatMessage]) -> list[ChatMessage]:
-    """A request without its system messages (the agent's prompt, the memory text)."""
-    return [message for message in request if message.role != MessageRole.SYSTEM]
 
 
 def memory_text(request: list[ChatMessage]) -> str:
@@ -83,10 +55,6 @@ def memory_text(request: list[ChatMessage]) -> str:
     texts = [m.content or "" for m in request if m.role == MessageRole.SYSTEM]
     assert texts[0] == SYSTEM_PROMPT, "the agent's own prompt comes first"
     return "\n".join(texts[1:])
-
-
-def dumps(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    return [message.model_dump(mode="json") for message in messages]
 
 
 def calls_of(message: ChatMessage) -> set[str]:
@@ -108,33 +76,6 @@ def assert_units_intact(messages: list[ChatMessage]) -> None:
     assert not unanswered
 
 
-def agent_for(model: ScriptedModel, *tools: FunctionTool) -> FunctionAgent:
-    return FunctionAgent(llm=model.llm(), tools=list(tools), system_prompt=SYSTEM_PROMPT)
-
-
-async def ask(agent: FunctionAgent, memory: WorkingMemoryBuffer, text: str) -> str:
-    result = await agent.run(user_msg=text, memory=memory)
-    return str(result)
-
-
-Buffers = Callable[..., WorkingMemoryBuffer]
-
-
-@pytest.fixture
-async def buffer() -> AsyncIterator[Buffers]:
-    """Makes buffers (WorkingMemoryBuffer's keywords) and closes them after the test, passed
-    or failed; a test asks for it after `store`, so they close before their store does."""
-    made: list[WorkingMemoryBuffer] = []
-
-    def make(**settings: Any) -> WorkingMemoryBuffer:
-        made.append(WorkingMemoryBuffer(**settings))
-        return made[-1]
-
-    yield make
-    for memory in made:
-        await memory.aclose()
-
-
 @pytest.fixture
 async def upstream() -> AsyncIterator[ScriptedUpstream]:
     """The cheap model of the summaries, answering like a real helper would."""
@@ -147,11 +88,6 @@ def cheap_model(upstream: ScriptedUpstream) -> wm.OpenAIClient:
 
 
 # -- 1. the agent's run, many turns, tools of the application and of agent memory --------------
-
-
-def lookup(topic: str) -> str:
-    """Looks a topic up in the application's knowledge base."""
-    return f"notes on {topic}"
 
 
 class ToolScript:

@@ -1,9 +1,9 @@
 """`WorkingMemorySession` under the OpenAI Agents SDK's own runner.
 
 The agent's model is the SDK's `OpenAIChatCompletionsModel` over real HTTP to a scripted
-OpenAI-compatible server on 127.0.0.1 (`ScriptedUpstream`), so every request the SDK makes is
-recorded as sent: what the model read is asserted on, not on what the session returned.
-Summaries come from a second scripted server, the cheap model.
+OpenAI-compatible server on 127.0.0.1 (`ScriptedUpstream`, see `openai_agents_script`), so
+every request the SDK makes is recorded as sent: what the model read is asserted on, not on
+what the session returned. Summaries come from a second scripted server, the cheap model.
 """
 
 from __future__ import annotations
@@ -14,72 +14,25 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import (
-    Agent,
-    OpenAIChatCompletionsModel,
-    RunConfig,
-    Runner,
-    TResponseInputItem,
-    function_tool,
-    set_tracing_disabled,
-)
+from agents import RunConfig, Runner, TResponseInputItem
 from agents.memory import Session
 from openai import AsyncOpenAI
 
 import workingmem as wm
 from tests.helpers import assert_in_provider_order, summarizing_responder
+from tests.integrations.openai_agents_script import SLIDING, agent_for, ask, history_of
 from tests.locomo import locomo_exchanges
 from workingmem.integrations.openai_agents import WorkingMemorySession
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 
-set_tracing_disabled(True)
-
-SLIDING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
 TOKENIZER = wm.tokenizer_for(wm.ModelInfo(id="gpt-4o-mini", context_window=128_000))
 NOTES_HEADING = "## About this conversation"
 PACKAGE = str(Path(wm.__file__).resolve().parents[1])
 """The copy of the package this test runs, for the processes it starts."""
-
-
-@function_tool
-def weather(city: str) -> str:
-    """The weather in a city."""
-    return f"sunny in {city}"
-
-
-@pytest.fixture
-def upstream() -> Iterator[ScriptedUpstream]:
-    with ScriptedUpstream() as server:
-        yield server
-
-
-@pytest.fixture
-async def client(upstream: ScriptedUpstream) -> AsyncIterator[AsyncOpenAI]:
-    openai_client = AsyncOpenAI(base_url=upstream.base_url, api_key="unused", max_retries=0)
-    yield openai_client
-    await openai_client.close()
-
-
-def agent_for(client: AsyncOpenAI, session: WorkingMemorySession, **extra: Any) -> Agent[Any]:
-    model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
-    return Agent(name="assistant", model=model, tools=[weather, *session.tools()], **extra)
-
-
-async def ask(agent: Agent[Any], session: WorkingMemorySession, text: str, **kwargs: Any) -> str:
-    config = RunConfig(session_input_callback=session.input_callback())
-    result = await Runner.run(agent, text, session=session, run_config=config, **kwargs)
-    return str(result.final_output)
-
-
-def history_of(request: dict[str, Any]) -> list[dict[str, Any]]:
-    """A chat request's messages after the system message (the notes) when there is one."""
-    messages: list[dict[str, Any]] = request["messages"]
-    return messages[1:] if messages and messages[0]["role"] == "system" else messages
 
 
 def test_the_session_is_the_sdks_session_protocol(tmp_path: Path) -> None:
