@@ -169,6 +169,8 @@ class AnthropicClient(SdkClient):
         return str(self._client.base_url)
 
     def _error(self, exc: Exception, *, midstream: bool = False) -> LLMError:
+        if midstream and isinstance(exc, self._sdk.APIStatusError) and exc.status_code < 400:
+            return _error_event(exc.body)
         error = _llm_error(exc, midstream=midstream, sdk=self._sdk)
         if isinstance(exc, self._sdk.APIConnectionError) and not midstream:
             where = f" (at {redact(self.base_url)})"
@@ -460,6 +462,36 @@ def completion_of(message: Any, model: str) -> Completion:
         finish_reason=_STOP_REASONS.get(str(message.get("stop_reason")), "stop"),
         tool_calls=calls,
         raw=message,
+    )
+
+
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+"""The HTTP status of each of Anthropic's error types, as its API documents them."""
+
+
+def _error_event(body: object) -> LLMError:
+    """An ``error`` event in a stream that began 200 OK: the status its error type stands
+    for (``overloaded_error`` is a 529, which another attempt may pass), not the stream's."""
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    text = error.get("message") if isinstance(error, dict) else None
+    status = _ERROR_STATUS.get(str(kind))
+    return LLMError(
+        redact(f"the upstream failed mid-stream: {kind or 'error'}: {_short(str(text or body))}"),
+        status_code=status,
+        retryable=status is not None and (status == 429 or status >= 500),
+        upstream=True,
     )
 
 
