@@ -20,7 +20,7 @@ import workingmem as wm
 from tests.helpers import assert_valid_anthropic_request, summarizing_responder
 from workingmem.agent_memory.tools import anthropic_tools
 from workingmem.llm._scripted_anthropic import count_of
-from workingmem.llm.testing import Reply, ScriptedUpstream, signature_of, tool_call
+from workingmem.llm.testing import RawBody, Reply, ScriptedUpstream, signature_of, tool_call
 from workingmem.service import create_app
 
 from .conftest import TEMPLATE, settings_for
@@ -322,6 +322,48 @@ def test_the_upstreams_refusal_reaches_the_client_in_anthropics_shape_and_can_be
     assert refused.value.body["error"]["type"] == "rate_limit_error"
     create(sdk, [{"role": "user", "content": "Hi"}], extra_headers={"X-Thread-Id": "r"})
     assert [m["role"] for m in turns(api, "r")] == ["user", "assistant"]  # asked again, once
+
+
+def test_an_overload_in_the_middle_of_the_upstreams_stream_reaches_the_client_as_one(
+    sdk: anthropic.Anthropic, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """Claude's stream can fail after it began (an ``overloaded_error`` event): the client's
+    stream ends with the same error type, not a 200's, nothing of the answer is stored, and
+    the question asked again is answered."""
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "answer-model",
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": 5, "output_tokens": 1},
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "It"}},
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    ]
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    upstream.push(RawBody(body, content_type="text/event-stream"))
+    header = {"X-Thread-Id": "overloaded"}
+    question: list[MessageParam] = [{"role": "user", "content": "Hi"}]
+
+    def read_the_stream() -> None:
+        with sdk.messages.stream(
+            model="answer-model", max_tokens=256, messages=question, extra_headers=header
+        ) as stream:
+            for _ in stream:
+                pass
+
+    with pytest.raises(anthropic.APIStatusError) as failed:
+        read_the_stream()
+    assert isinstance(failed.value.body, dict)
+    assert failed.value.body["error"]["type"] == "overloaded_error"
+    assert [m["role"] for m in turns(api, "overloaded")] == ["user"]
+    create(sdk, question, extra_headers=header)
+    assert [m["role"] for m in turns(api, "overloaded")] == ["user", "assistant"]
 
 
 def test_count_tokens_is_the_upstreams_count_of_what_would_be_sent(
