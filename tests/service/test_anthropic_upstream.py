@@ -330,7 +330,7 @@ def test_an_overload_in_the_middle_of_the_upstreams_stream_reaches_the_client_as
     """Claude's stream can fail after it began (an ``overloaded_error`` event): the client's
     stream ends with the same error type, not a 200's, nothing of the answer is stored, and
     the question asked again is answered."""
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
