@@ -18,27 +18,25 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
 
+from ._window_read import KnownThread, first_batch, read_window
 from .config import DISABLED_WINDOW_TURNS, Profile, WorkingMemoryConfig
 from .errors import ConflictError, ContextOverflowError, NotFoundError, ValidationError
 from .llm import CallMeta, Completion, GuardedClient, LLMClient, UsageGuard
 from .messages import normalize_messages
 from .prompts import PromptTemplates
-from .recall import LexicalRetriever, Recalled, Retriever, render_days, select_recalled
-from .stores.base import StateWrite, Tail, ThreadStore, TurnSearchStore
-from .strategies import render_notes, select_window, tail_start
+from .recall import LexicalRetriever, Recalled, Retriever, recall_before
+from .stores.base import StateWrite, ThreadStore, TurnSearchStore
+from .strategies import render_notes
 from .summarizer import Summarizer
 from .tokens import Tokenizer, tokenizer_for
-from .transcript import text_of
 from .types import (
     ChatMessage,
     CountedTurn,
     MessageIn,
     ModelInfo,
     Strategy,
-    Turn,
     UpdateOutcome,
     UpdateReport,
     WorkingMemoryLoad,
@@ -53,47 +51,7 @@ logger = logging.getLogger("workingmem.memory")
 _QUIET = frozenset(
     {UpdateOutcome.UPDATED, UpdateOutcome.NOT_DUE, UpdateOutcome.SKIPPED, UpdateOutcome.BUSY}
 )
-_FIRST_READ = 64
-_MAX_READ = 4_096
 _RESET_ATTEMPTS = 5
-_RECALLED_TOKENS = 24
-"""A guess at a recalled unit's tokens, to size the search: a turn of chat is 20-40."""
-_MAX_RECALLED = 200
-
-
-@dataclass(frozen=True, slots=True)
-class KnownThread:
-    """A thread's newest turns, counted with one tokenizer, and its memory state, as a caller
-    that holds the thread's ask lock knows them: a read made with the lock, and the turns the
-    caller appended since. A load given it reads the thread only for turns older than these
-    that its window needs, none when they hold the window (`WorkingMemory.load`'s `known`)."""
-
-    turns: tuple[CountedTurn, ...]
-    """The thread's newest turns, oldest first, through its last."""
-    state: WorkingMemoryState | None
-    """Its memory state as read with the turns; None: the load reads it where it needs it."""
-    tokenizer_key: str
-    """The tokenizer the turns are counted with."""
-
-    @classmethod
-    def after(
-        cls, read: Tail | None, appended: Sequence[Turn], tokenizer: Tokenizer
-    ) -> KnownThread | None:
-        """The thread's newest turns that `read` held (None: it did not exist yet) with
-        `appended`, the turns stored after them since, counted on and grouped in units as the
-        store does; None when they are not one run of seqs through the read's newest turn
-        (another writer came in between)."""
-        turns = read.turns if read is not None else []
-        total = read.thread.turn_count if read is not None else 0
-        seqs = [turn.seq for turn in turns] + [turn.seq for turn in appended]
-        first = total - len(turns) + 1
-        if not seqs or seqs != list(range(first, first + len(seqs))):
-            return None  # no thread at all (the load says so), or another writer's turns
-        messages = [turn.to_message() for turn in appended]
-        newest = turns[-1] if turns else None
-        counted = _pending_turns(messages, tokenizer, after=newest, total=total)
-        state = read.state if read is not None else WorkingMemoryState()
-        return cls((*turns, *counted), state, tokenizer.key)
 
 
 @runtime_checkable
@@ -233,7 +191,8 @@ class WorkingMemory:
         if known is not None and known.tokenizer_key != tokenizer.key:
             known = None
         if not config.enabled:
-            window, tokens, total, _ = await self._window(
+            window, tokens, total, _ = await read_window(
+                self.store,
                 tenant_id,
                 thread_id,
                 tokenizer,
@@ -273,9 +232,9 @@ class WorkingMemory:
         that and hand it over (`known`)."""
         config = profile.resolve(self.config)
         if not config.enabled:
-            return _first_batch(None, DISABLED_WINDOW_TURNS), None
+            return first_batch(None, DISABLED_WINDOW_TURNS), None
         history = _history_share(config, budget_tokens)
-        return _first_batch(history, _reach(config)), history
+        return first_batch(history, _reach(config)), history
 
     async def _load(
         self,
@@ -295,7 +254,8 @@ class WorkingMemory:
         the window leaves unused."""
         limit = history - math.floor(config.recall_ratio * history) if recall else history
         summary = config.strategy is Strategy.SUMMARY_BUFFER
-        window, tokens, total, state = await self._window(
+        window, tokens, total, state = await read_window(
+            self.store,
             tenant_id,
             thread_id,
             tokenizer,
@@ -313,8 +273,16 @@ class WorkingMemory:
         recalled = Recalled()
         stored, stored_tokens = _stored_part(window, tokens, total)
         if recall and window:
-            recalled = await self._recall(
-                tenant_id, thread_id, tokenizer, window, stored, history - tokens, query
+            recalled = await recall_before(
+                self.store,
+                self.retriever,
+                tenant_id,
+                thread_id,
+                tokenizer,
+                window,
+                stored,
+                history - tokens,
+                query,
             )
         return _loaded(
             stored,
@@ -325,124 +293,6 @@ class WorkingMemory:
             covered_turns=state.turn_count if summary and state is not None else None,
             recalled=recalled,
         )
-
-    async def _recall(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        tokenizer: Tokenizer,
-        window: list[CountedTurn],
-        stored: list[CountedTurn],
-        limit: int,
-        extra_query: str | None,
-    ) -> Recalled:
-        """The units before the window that match its newest user turn (a pending one
-        included), as many as fit, and the days the window's stored turns were written (when
-        the store can say)."""
-        days = ""
-        if stored and isinstance(self.store, TurnSearchStore):
-            days = render_days(
-                await self.store.turn_days(
-                    tenant_id=tenant_id,
-                    thread_id=thread_id,
-                    first_seq=stored[0].seq,
-                    last_seq=stored[-1].seq,
-                )
-            )
-        query = next(
-            (
-                text_of(t.message.get("content"))
-                for t in reversed(window)
-                if t.message["role"] == "user"
-            ),
-            "",
-        )
-        if extra_query and extra_query.strip() != query.strip():
-            query = f"{extra_query}\n{query}"  # the rewrite's words first: they name the topic
-        units: Sequence[Sequence[Turn]] = ()
-        if self.retriever is not None and window[0].seq > 1 and query.strip():
-            units = await self.retriever.retrieve(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                query=query,
-                before_seq=window[0].seq,
-                limit=max(8, min(_MAX_RECALLED, limit // _RECALLED_TOKENS)),
-            )
-        return select_recalled(units, tokenizer=tokenizer, limit_tokens=limit, after=days)
-
-    async def _window(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        tokenizer: Tokenizer,
-        *,
-        limit: int | None,
-        reach: int | None,
-        step: int = 0,
-        pending: Sequence[ChatMessage] = (),
-        known: KnownThread | None = None,
-    ) -> tuple[list[CountedTurn], int, int, WorkingMemoryState | None]:
-        """Reads the tail newest first until the window is decided.
-
-        Returns the window (the `pending` messages last, numbered after the thread's turns),
-        its tokens, the thread's turn count and its memory state when the store read it with
-        the first page (`Tail.state`). The first read asks the store for the turns that fill
-        the limit (the store sums its cached counts), so a load reads what it sends, in one
-        trip, whatever the thread's length; further pages, sized from the tokens still to
-        fill, are for turns not counted yet and windows that reach past an unanswered call.
-        A `known` thread is the first page instead.
-        """
-        batch = _first_batch(limit, reach)
-        if known is not None:
-            turns, state = list(known.turns), known.state
-            total = turns[-1].seq if turns else 0
-        else:
-            try:
-                tail = await self.store.read_tail(
-                    tenant_id=tenant_id,
-                    thread_id=thread_id,
-                    tokenizer=tokenizer,
-                    limit=batch,
-                    tokens=limit,
-                )
-            except NotFoundError:
-                if pending:  # a thread not stored yet: what the request sends must fit anyway
-                    select_window(
-                        _pending_turns(pending, tokenizer, after=None, total=0),
-                        limit_tokens=limit,
-                        reply_overhead=tokenizer.reply_overhead,
-                        at_thread_start=True,
-                    )
-                raise
-            turns, state, total = tail.turns, tail.state, tail.thread.turn_count
-        min_seq = 1 if reach is None else tail_start(total, reach)
-        if pending:
-            turns = [
-                *turns,
-                *_pending_turns(
-                    pending, tokenizer, after=turns[-1] if turns else None, total=total
-                ),
-            ]
-        while True:
-            selection = select_window(
-                turns,
-                limit_tokens=limit,
-                reply_overhead=tokenizer.reply_overhead,
-                at_thread_start=not turns or turns[0].seq == 1,
-                min_seq=min_seq,
-                step_tokens=step,
-            )
-            if not selection.needs_more:
-                return selection.turns, selection.tokens, total, state
-            batch = _next_batch(turns, limit, batch)
-            older = await self.store.read_tail(
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                tokenizer=tokenizer,
-                limit=batch,
-                before_seq=turns[0].seq,
-            )
-            turns = older.turns + turns
 
     async def save_context(
         self,
@@ -612,45 +462,12 @@ def _reach(config: WorkingMemoryConfig) -> int | None:
     return config.recent_turns if config.strategy is Strategy.SUMMARY_BUFFER else None
 
 
-def _first_batch(limit: int | None, reach: int | None) -> int:
-    """The turns of a window's first read: a strategy's reach and some, else the most a read
-    takes (the token goal ends it sooner); without either, a first page."""
-    if reach is not None:
-        return min(_MAX_READ, reach + 8)
-    return _FIRST_READ if limit is None else _MAX_READ
-
-
-def _next_batch(turns: list[CountedTurn], limit: int | None, batch: int) -> int:
-    """Sizes the next page from the average turn so far and the tokens still to fill."""
-    if limit is None or not turns:
-        return min(_MAX_READ, batch * 2)
-    average = max(1.0, sum(t.tokens for t in turns) / len(turns))
-    remaining = max(0, limit - sum(t.tokens for t in turns))
-    return max(16, min(_MAX_READ, int(remaining / average * 1.25) + 16))
-
-
 def _pending_messages(pending: Sequence[MessageIn]) -> list[ChatMessage]:
     """The pending messages, validated and in their canonical form (as they will be stored,
     and so counted)."""
     if not pending:
         return []
     return cast(list[ChatMessage], normalize_messages(pending, "pending"))
-
-
-def _pending_turns(
-    pending: Sequence[ChatMessage], tokenizer: Tokenizer, *, after: CountedTurn | None, total: int
-) -> list[CountedTurn]:
-    """The pending messages as the turns they will be once stored after the thread's `total`
-    turns (`after` the newest of them, when read): numbered on, counted, grouped in units (a
-    tool result joins the unit of the call before it, a stored one included)."""
-    first = total + 1
-    unit = after.unit_seq if after is not None and after.seq == total else first
-    turns = []
-    for seq, message in enumerate(pending, start=first):
-        if message["role"] != "tool":
-            unit = seq
-        turns.append(CountedTurn(seq, unit, message, tokenizer.count_message(message)))
-    return turns
 
 
 def _stored_part(

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Protocol, runtime_checkable
 
-from .stores.base import TurnSearchStore
+from .stores.base import ThreadStore, TurnSearchStore
 from .tokens import Tokenizer
 from .transcript import day_of, render_turns, text_of
-from .types import Turn
+from .types import CountedTurn, Turn
 
 __all__ = [
     "DATES_HEADING",
@@ -36,6 +36,7 @@ __all__ = [
     "LexicalRetriever",
     "Recalled",
     "Retriever",
+    "recall_before",
     "render_days",
     "select_recalled",
 ]
@@ -78,6 +79,9 @@ RECALL_HEADING = (
 _GAP = "..."
 DATES_HEADING = "When the messages below were written (UTC):"
 _OPENING_CHARS = 60
+_RECALLED_TOKENS = 24
+"""A guess at a recalled unit's tokens, to size the search: a turn of chat is 20-40."""
+_MAX_RECALLED = 200
 """How much of a day's first message names it."""
 _BLOCK_COUNTS: dict[tuple[str, int, int], int] = {}
 """Rendered units' token counts by tokenizer, length and hash (`_block_tokens`)."""
@@ -94,6 +98,52 @@ class Recalled:
     """The recalled turns' seqs, in the thread's order."""
     tokens: int = 0
     """`text`'s tokens with the model's tokenizer."""
+
+
+async def recall_before(
+    store: ThreadStore,
+    retriever: Retriever | None,
+    tenant_id: str,
+    thread_id: str,
+    tokenizer: Tokenizer,
+    window: list[CountedTurn],
+    stored: list[CountedTurn],
+    limit: int,
+    extra_query: str | None,
+) -> Recalled:
+    """The units before the window that match its newest user turn (a pending one
+    included), as many as fit, and the days the window's stored turns were written (when
+    the store can say)."""
+    days = ""
+    if stored and isinstance(store, TurnSearchStore):
+        days = render_days(
+            await store.turn_days(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                first_seq=stored[0].seq,
+                last_seq=stored[-1].seq,
+            )
+        )
+    query = next(
+        (
+            text_of(t.message.get("content"))
+            for t in reversed(window)
+            if t.message["role"] == "user"
+        ),
+        "",
+    )
+    if extra_query and extra_query.strip() != query.strip():
+        query = f"{extra_query}\n{query}"  # the rewrite's words first: they name the topic
+    units: Sequence[Sequence[Turn]] = ()
+    if retriever is not None and window[0].seq > 1 and query.strip():
+        units = await retriever.retrieve(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            query=query,
+            before_seq=window[0].seq,
+            limit=max(8, min(_MAX_RECALLED, limit // _RECALLED_TOKENS)),
+        )
+    return select_recalled(units, tokenizer=tokenizer, limit_tokens=limit, after=days)
 
 
 def select_recalled(
