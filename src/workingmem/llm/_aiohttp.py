@@ -28,8 +28,9 @@ import aiohttp
 import msgspec
 
 from ..redaction import redact
+from ._sdk import json_decode, upstream_message
+from ._text import shortened
 from .base import LLMError
-from .openai_client import _json_decode, _short, upstream_message
 
 __all__ = ["AiohttpPoster", "EventStream"]
 
@@ -156,19 +157,21 @@ class EventStream:
 def _event(text: str) -> dict[str, Any]:
     """One event's data; an error event is the upstream's failure mid-stream."""
     try:
-        event = _json_decode(text)
+        event = json_decode(text)
     except ValueError as exc:  # msgspec's DecodeError is one
         message = f"the upstream's answer is unreadable: {type(exc).__name__}: {exc}"
-        raise LLMError(redact(_short(message)), upstream=True) from exc
+        raise LLMError(redact(shortened(message)), upstream=True) from exc
     if isinstance(event, dict) and event.get("error"):
         error = event["error"]
         given = error.get("message") if isinstance(error, dict) else None
         message = (
             given if isinstance(given, str) and given else "An error occurred during streaming"
         )
-        raise LLMError(redact(f"the upstream failed mid-stream: {_short(message)}"), upstream=True)
+        raise LLMError(
+            redact(f"the upstream failed mid-stream: {shortened(message)}"), upstream=True
+        )
     if not isinstance(event, dict):
-        raise LLMError(f"the upstream's stream has the wrong shape: {_short(text)}")
+        raise LLMError(f"the upstream's stream has the wrong shape: {shortened(text)}")
     return event
 
 
@@ -204,7 +207,7 @@ async def _status_failure(
 def _error_message(status: int, text: str) -> str:
     """The upstream's own message, read from its body as the SDK's errors are."""
     try:
-        body: object = _json_decode(text)
+        body: object = json_decode(text)
     except ValueError:
         return upstream_message(text, f"Error code: {status}")
     return upstream_message(body, f"Error code: {status} - {body}")
@@ -238,5 +241,5 @@ def _transport_error(exc: BaseException, where: str, *, midstream: bool = False)
     if isinstance(exc, TimeoutError):
         return LLMError("the upstream timed out", retryable=True, upstream=True)
     what = "the upstream's stream broke off" if midstream else "could not reach the upstream"
-    cause = _short(f"{type(exc).__name__}: {exc}")
+    cause = shortened(f"{type(exc).__name__}: {exc}")
     return LLMError(redact(f"{what}: {cause}{where}"), retryable=True, upstream=True)

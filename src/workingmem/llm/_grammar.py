@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import jsonschema.exceptions
 
+from ._text import shortened
 from .base import LLMError
 
 __all__ = ["cached_grammar", "schema_grammar"]
@@ -62,7 +63,7 @@ def schema_grammar(schema: dict[str, Any]) -> str:
         return str(json_schema_to_gbnf(json.dumps(schema)))
     except Exception as exc:  # its converter asserts, raises ValueError, KeyError, ...
         raise LLMError(
-            f"the local model cannot follow this JSON schema: {_short(repr(exc))}",
+            f"the local model cannot follow this JSON schema: {shortened(repr(exc))}",
             status_code=400,
         ) from exc
 
@@ -76,7 +77,7 @@ def _check_schema(schema: dict[str, Any]) -> None:
     except jsonschema.exceptions.SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path)
         raise LLMError(
-            f"the JSON schema is not valid: {_short(exc.message)} at #/{where}", status_code=400
+            f"the JSON schema is not valid: {shortened(exc.message)} at #/{where}", status_code=400
         ) from None
 
 
@@ -286,8 +287,3 @@ def cached_grammar(schema_json: str) -> str:
     """`schema_grammar` of a schema given as canonical JSON, remembered: a service asks for
     the same few schemas again and again."""
     return schema_grammar(json.loads(schema_json))
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._build import REBUILD_COMMAND
+from ._text import shortened
 from ._weights import LOCAL_MODEL, LocalModelUnavailableError
 from .base import Completion, LLMError, TextDelta, Usage
 
@@ -168,7 +169,7 @@ class _Worker:
             how = f"exited with status {returncode}"
         said = " | ".join(line for line in self.stderr_tail if line)
         self._close_pipes()
-        return how + (f" (its last output: {_short(said)})" if said else "")
+        return how + (f" (its last output: {shortened(said)})" if said else "")
 
     def stop(self) -> None:
         """Ends the worker: the end of its stdin first (it exits at once), a kill if it lingers."""
@@ -392,7 +393,7 @@ class Scheduler:
             worker.stop()
             raise LocalModelUnavailableError(
                 f"llama.cpp cannot load {self._settings['model_path']}: "
-                f"{_short(str(first.get('message')))}"
+                f"{shortened(str(first.get('message')))}"
             )
         self.stats.worker_crashes += 1
         raise LLMError(
@@ -405,7 +406,7 @@ class Scheduler:
 
 def _generation_error(event: dict[str, Any]) -> LLMError:
     status = event.get("status_code")
-    message = _short(str(event.get("message")))
+    message = shortened(str(event.get("message")))
     if status == 400:  # the caller's: a prompt over the window, a grammar llama.cpp refuses
         return LLMError(f"the local model cannot take this request: {message}", status_code=400)
     return LLMError(f"the local model failed: {message}")
@@ -427,8 +428,3 @@ def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
     if stream is None:  # pragma: no cover - every pipe is opened by Popen
         raise ValueError("the worker's pipe is not open")
     return stream
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -33,6 +33,8 @@ from ..formats import ORIGINAL_KEY
 from ..formats.anthropic import FORMAT, answer_item, answer_view, joined, message_of
 from ..redaction import redact
 from ..types import MessageIn, NativeItem
+from ._sdk import SHAPE_ERRORS, SdkClient, llm_error, root_cause
+from ._text import shortened
 from .base import (
     CallMeta,
     Completion,
@@ -43,7 +45,6 @@ from .base import (
     TextDelta,
     Usage,
 )
-from .openai_client import _SHAPE_ERRORS, SdkClient, _cause, _llm_error, _short
 
 if TYPE_CHECKING:
     import anthropic
@@ -171,7 +172,7 @@ class AnthropicClient(SdkClient):
     def _error(self, exc: Exception, *, midstream: bool = False) -> LLMError:
         if midstream and isinstance(exc, self._sdk.APIStatusError) and exc.status_code < 400:
             return _error_event(exc.body)
-        error = _llm_error(exc, midstream=midstream, sdk=self._sdk)
+        error = llm_error(exc, midstream=midstream, sdk=self._sdk)
         if isinstance(exc, self._sdk.APIConnectionError) and not midstream:
             where = f" (at {redact(self.base_url)})"
             return LLMError(f"{error.args[0]}{where}", retryable=True, upstream=True)
@@ -201,8 +202,8 @@ class AnthropicClient(SdkClient):
             raise self._error(exc) from exc
         try:
             return completion_of(answer, model)
-        except _SHAPE_ERRORS as exc:
-            raise LLMError(f"the upstream's answer has the wrong shape: {_cause(exc)}") from exc
+        except SHAPE_ERRORS as exc:
+            raise LLMError(f"the upstream's answer has the wrong shape: {root_cause(exc)}") from exc
 
     async def stream(
         self,
@@ -242,15 +243,15 @@ class AnthropicClient(SdkClient):
                     raise self._error(exc, midstream=True) from exc
                 except self._transport_errors as exc:
                     raise LLMError(
-                        f"the upstream's stream broke off: {_cause(exc)}",
+                        f"the upstream's stream broke off: {root_cause(exc)}",
                         retryable=True,
                         upstream=True,
                     ) from exc
                 try:
                     out = message.add(event)
-                except _SHAPE_ERRORS as exc:
+                except SHAPE_ERRORS as exc:
                     raise LLMError(
-                        f"the upstream's stream has the wrong shape: {_cause(exc)}"
+                        f"the upstream's stream has the wrong shape: {root_cause(exc)}"
                     ) from exc
                 if out is not None:
                     yield out
@@ -285,7 +286,7 @@ class AnthropicClient(SdkClient):
         except self._sdk_errors as exc:
             raise self._error(exc) from exc
         if not isinstance(answer, dict) or not isinstance(answer.get("input_tokens"), int):
-            raise LLMError(f"the upstream's count has the wrong shape: {_short(str(answer))}")
+            raise LLMError(f"the upstream's count has the wrong shape: {shortened(str(answer))}")
         return int(answer["input_tokens"])
 
     @staticmethod
@@ -446,7 +447,7 @@ def _marked(block: object) -> bool:
 def completion_of(message: Any, model: str) -> Completion:
     """A Message's JSON as our `Completion` (``raw``: the whole message)."""
     if not isinstance(message, dict) or message.get("type") != "message":
-        raise LLMError(f"the upstream answered with no message: {_short(str(message))}")
+        raise LLMError(f"the upstream answered with no message: {shortened(str(message))}")
     blocks = [b for b in message.get("content") or () if isinstance(b, dict)]
     view = answer_view(blocks)
     usage = message.get("usage") or {}
@@ -488,7 +489,9 @@ def _error_event(body: object) -> LLMError:
     text = error.get("message") if isinstance(error, dict) else None
     status = _ERROR_STATUS.get(str(kind))
     return LLMError(
-        redact(f"the upstream failed mid-stream: {kind or 'error'}: {_short(str(text or body))}"),
+        redact(
+            f"the upstream failed mid-stream: {kind or 'error'}: {shortened(str(text or body))}"
+        ),
         status_code=status,
         retryable=status is not None and (status == 429 or status >= 500),
         upstream=True,

@@ -26,14 +26,15 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
 from ..errors import ValidationError
 from ..redaction import redact
 from ..types import MessageIn
+from ._sdk import SHAPE_ERRORS, SdkClient, json_decode, llm_error, root_cause
+from ._text import shortened
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
 
 if TYPE_CHECKING:
@@ -45,36 +46,6 @@ __all__ = ["NO_API_KEY", "OpenAIClient"]
 
 NO_API_KEY = "no-key"
 """The key sent to an upstream when none was configured (local servers ignore it)."""
-
-_MESSAGE_CHARS = 300
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
-_SHAPE_ERRORS = (AttributeError, TypeError, IndexError, KeyError, ValueError)
-_json_decode = msgspec.json.Decoder().decode
-"""What reading a well-parsed answer of the wrong shape raises: the SDK does not validate."""
-
-
-class SdkClient:
-    """The life cycle of a client over a vendor's SDK client (``_client``): closed with it
-    unless the host passed its own (``_owns_client`` False)."""
-
-    _client: Any
-    _owns_client: bool
-
-    async def aclose(self) -> None:
-        """Closes the SDK client's connections, unless the host passed its own client."""
-        if self._owns_client:
-            await self._client.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class OpenAIClient(SdkClient):
@@ -185,7 +156,7 @@ class OpenAIClient(SdkClient):
         configured, what to set."""
         import openai
 
-        error = _llm_error(exc, midstream=midstream)
+        error = llm_error(exc, midstream=midstream)
         if not isinstance(exc, openai.APIConnectionError) or midstream:
             return error
         return LLMError(
@@ -250,8 +221,8 @@ class OpenAIClient(SdkClient):
         content = await self._post(self._path, body)
         try:
             return self._completion_of(_decode(content), model)
-        except _SHAPE_ERRORS as exc:
-            raise LLMError(f"the upstream's answer has the wrong shape: {_cause(exc)}") from exc
+        except SHAPE_ERRORS as exc:
+            raise LLMError(f"the upstream's answer has the wrong shape: {root_cause(exc)}") from exc
 
     _path = "/chat/completions"
     """Where `complete` posts (a subclass for another API names its own)."""
@@ -301,9 +272,9 @@ class OpenAIClient(SdkClient):
             async for chunk in chunks:
                 try:
                     text = answer.add(chunk)
-                except _SHAPE_ERRORS as exc:
+                except SHAPE_ERRORS as exc:
                     raise LLMError(
-                        f"the upstream's stream has the wrong shape: {_cause(exc)}"
+                        f"the upstream's stream has the wrong shape: {root_cause(exc)}"
                     ) from exc
                 if text:
                     yield TextDelta(text)
@@ -349,10 +320,10 @@ class OpenAIClient(SdkClient):
 
 def _decode(content: bytes) -> Any:
     try:
-        return _json_decode(content)
+        return json_decode(content)
     except msgspec.DecodeError as exc:
         raise LLMError(
-            f"the upstream answered with no JSON: {_short(content.decode('utf-8', 'replace'))}"
+            f"the upstream answered with no JSON: {shortened(content.decode('utf-8', 'replace'))}"
         ) from exc
 
 
@@ -361,7 +332,7 @@ def _completion(response: Any, model: str) -> Completion:
     if not isinstance(response, dict) or response.get("object", "chat.completion") != (
         "chat.completion"
     ):
-        raise LLMError(f"the upstream answered with no chat completion: {_short(str(response))}")
+        raise LLMError(f"the upstream answered with no chat completion: {shortened(str(response))}")
     choices = response.get("choices")
     if not choices:
         raise LLMError("the upstream answered with no choices")
@@ -482,86 +453,9 @@ class _StreamedAnswer:
         )
 
 
-def _llm_error(exc: Exception, *, midstream: bool = False, sdk: Any = None) -> LLMError:
-    """The SDK's failure as an `LLMError`: status, retryability and a short message, with
-    every secret the upstream quoted redacted, marked as the upstream's. `sdk`: the SDK module
-    whose errors these are (``openai`` by default; ``anthropic``'s tree has the same shape)."""
-    import openai
-
-    if sdk is not None:
-        openai = sdk
-
-    status: int | None = None
-    retryable = True
-    retry_after = None
-    if isinstance(exc, openai.APITimeoutError):
-        message = "the upstream timed out"
-    elif isinstance(exc, openai.APIConnectionError):
-        where = "the upstream's stream broke off" if midstream else "could not reach the upstream"
-        message = f"{where}: {_cause(exc, sdk=openai)}"
-    elif isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        message = _error_message(exc)
-        retryable = status in _RETRYABLE_STATUS or status >= 500
-        retry_after = exc.response.headers.get("retry-after")
-    elif isinstance(exc, openai.APIError):
-        retryable = False
-        if midstream:  # an error event the server sent in place of the next chunk
-            message = f"the upstream failed mid-stream: {_short(exc.message)}"
-        else:
-            message = f"the upstream's answer is unreadable: {_short(exc.message)}"
-    else:
-        retryable = False
-        message = f"the upstream's answer is unreadable: {_cause(exc, sdk=openai)}"
-    return LLMError(
-        redact(message),
-        status_code=status,
-        retryable=retryable,
-        upstream=True,
-        retry_after=retry_after,
-    )
-
-
 def _rejects_stream_options(exc: LLMError) -> bool:
     """A server that does not know ``stream_options`` says so with a 400 (or a 422)."""
     return exc.status_code in (400, 422) and "stream_options" in str(exc)
-
-
-def _error_message(exc: openai.APIStatusError) -> str:
-    """The upstream's own error message when it sent one, else the SDK's; short either way."""
-    return upstream_message(exc.body, exc.message)
-
-
-def upstream_message(body: object, otherwise: str) -> str:
-    """What an error body says: its (``error``'s) ``message``, or the body itself when it is
-    text, else `otherwise`; short either way."""
-    if isinstance(body, dict):
-        nested = body.get("error")
-        if isinstance(nested, dict):
-            body = nested
-        message = body.get("message")
-        if isinstance(message, str) and message:
-            return _short(message)
-    elif isinstance(body, str) and body.strip():
-        return _short(body)
-    return _short(otherwise)
-
-
-def _cause(exc: BaseException, *, sdk: Any = None) -> str:
-    """The root of a failure in a few words: ``RemoteProtocolError: Server disconnected``."""
-    import openai
-
-    cause = exc.__cause__ if isinstance(exc, (sdk or openai).APIError) else exc
-    if cause is None:
-        return _short(str(exc))
-    return _short(f"{type(cause).__name__}: {cause}")
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    if len(text) <= _MESSAGE_CHARS:
-        return text
-    return text[: _MESSAGE_CHARS - 1] + "…"
 
 
 def _body(

@@ -22,8 +22,10 @@ from typing import Any
 from ..formats import ORIGINAL_KEY
 from ..formats.responses import FORMAT, items_of_message
 from ..types import MessageIn
+from ._sdk import SHAPE_ERRORS
+from ._text import shortened
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
-from .openai_client import _SHAPE_ERRORS, OpenAIClient, _short
+from .openai_client import OpenAIClient
 
 __all__ = ["OpenAIResponsesClient"]
 
@@ -82,7 +84,7 @@ class OpenAIResponsesClient(OpenAIClient):
                 elif kind in ("response.completed", "response.incomplete"):
                     try:
                         final = completion_of(event["response"], model)
-                    except _SHAPE_ERRORS as exc:
+                    except SHAPE_ERRORS as exc:
                         raise LLMError(f"the upstream's stream has the wrong shape: {exc}") from exc
                 elif kind in ("response.failed", "error"):
                     raise LLMError(f"the upstream failed mid-stream: {_failure(event)}")
@@ -160,7 +162,7 @@ def request_body(
 def completion_of(response: Any, model: str) -> Completion:
     """A Response object's JSON as our `Completion` (``raw``: the whole response)."""
     if not isinstance(response, dict) or response.get("object", "response") != "response":
-        raise LLMError(f"the upstream answered with no response: {_short(str(response))}")
+        raise LLMError(f"the upstream answered with no response: {shortened(str(response))}")
     if response.get("status") == "failed":
         raise LLMError(f"the upstream's response failed: {_failure(response)}")
     texts: list[str] = []
@@ -217,4 +219,4 @@ def _text(content: object) -> str:
 def _failure(event: Mapping[str, Any]) -> str:
     error = event.get("error") or (event.get("response") or {}).get("error") or event
     message = error.get("message") if isinstance(error, Mapping) else None
-    return _short(str(message or error))
+    return shortened(str(message or error))
