@@ -17,10 +17,12 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
 
 import httpx
 import openai
 import pytest
+from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
 import workingmem as wm
@@ -132,6 +134,57 @@ def test_the_service_with_nothing_configured_answers_with_the_local_model(
             time.sleep(2)
         assert memory.get("summary"), memory
         assert memory["turn_count"] == 6
+
+
+class Cat(BaseModel):
+    """What a client asks the local model for, as structured output."""
+
+    name: str = Field(max_length=20)
+    age: int
+    toys: list[Annotated[str, Field(max_length=20)]] = Field(max_length=3)
+
+
+def test_structured_output_is_json_of_the_clients_schema(tmp_path: Path) -> None:
+    """A client's schema reaches the local model through the gateway (chat completions'
+    ``response_format``, Responses' ``text.format``): the answer is JSON the schema accepts,
+    parsed by the SDK, and a schema no answer can satisfy is the client's 400."""
+    settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
+    with (
+        LiveServer(create_app(settings)) as live,
+        openai.OpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0) as client,
+    ):
+        parsed = client.chat.completions.parse(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Describe my cat."}],
+            response_format=Cat,
+            extra_headers={"X-Thread-Id": "structured"},
+        )
+        assert isinstance(parsed.choices[0].message.parsed, Cat)
+        answered = client.responses.parse(
+            model="gpt-4o-mini",
+            input="And another cat.",
+            text_format=Cat,
+            extra_headers={"X-Thread-Id": "structured"},
+        )
+        assert isinstance(answered.output_parsed, Cat)
+        crossed = {"type": "string", "minLength": 5, "maxLength": 2}
+        with pytest.raises(openai.BadRequestError, match="minLength 5 is over maxLength 2"):
+            client.chat.completions.create(
+                model="gpt-4o-mini",
+                messages=[{"role": "user", "content": "A name."}],
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "named",
+                        "schema": {
+                            "type": "object",
+                            "properties": {"name": crossed},
+                            "required": ["name"],
+                        },
+                    },
+                },
+                extra_headers={"X-Thread-Id": "structured"},
+            )
 
 
 def _local_client(live: LiveServer) -> LocalModelClient:

@@ -221,10 +221,11 @@ class LocalModelClient:
 
         `model` and `tools` are not used: one model is loaded (the completion names it) and it
         answers in text; `meta.kind` sets the call's priority. Of `options`, the sampling
-        fields llama.cpp knows are followed (`LOCAL_OPTIONS`); the others are not sent
-        anywhere, so they are ignored. A `response_format` this client
-        cannot follow, or a prompt longer than the context window, is an `LLMError` with status
-        400, as from an upstream. A cancelled call stops its generation.
+        fields llama.cpp knows are followed (`LOCAL_OPTIONS`), and a ``response_format``
+        (where the gateway passes a client's) when none is given; the others are not sent
+        anywhere, so they are ignored. A `response_format` this client cannot follow, or a
+        prompt longer than the context window, is an `LLMError` with status 400, as from an
+        upstream. A cancelled call stops its generation.
         """
         request = self._request(messages, max_tokens, temperature, response_format, options)
         job = await self._submit(request, meta, stream=False)
@@ -310,6 +311,8 @@ class LocalModelClient:
         }
         given = options or {}
         request.update((name, given[name]) for name in LOCAL_OPTIONS & given.keys())
+        if response_format is None:  # the gateway passes a client's as one of its options
+            response_format = given.get("response_format")
         schema = _schema_of(response_format)
         if schema is not None:
             request["grammar"] = cached_grammar(json.dumps(schema))
