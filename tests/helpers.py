@@ -149,3 +149,20 @@ def run_fresh(code: str) -> str:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     return result.stdout.splitlines()[-1]
+
+
+def never_counting(tok: wm.Tokenizer) -> wm.Tokenizer:
+    """`tok` for reading turns whose counts are stored: counting anything fails the test."""
+
+    class Stored:
+        key = tok.key
+        exact = True
+        reply_overhead = tok.reply_overhead
+
+        def count_text(self, text: str) -> int:
+            raise AssertionError("re-tokenized a stored turn")
+
+        def count_message(self, message: wm.MessageIn) -> int:
+            raise AssertionError("re-tokenized a stored turn")
+
+    return Stored()
