@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -146,8 +147,9 @@ class Cat(BaseModel):
 
 def test_structured_output_is_json_of_the_clients_schema(tmp_path: Path) -> None:
     """A client's schema reaches the local model through the gateway (chat completions'
-    ``response_format``, Responses' ``text.format``): the answer is JSON the schema accepts,
-    parsed by the SDK, and a schema no answer can satisfy is the client's 400."""
+    ``response_format``, Responses' ``text.format``, Messages' ``output_config.format``): the
+    answer is JSON the schema accepts, parsed by the SDK, and a schema no answer can satisfy
+    is the client's 400."""
     settings = ServiceSettings(database_url=str(tmp_path / "memory.db"))
     with (
         LiveServer(create_app(settings)) as live,
@@ -167,6 +169,15 @@ def test_structured_output_is_json_of_the_clients_schema(tmp_path: Path) -> None
             extra_headers={"X-Thread-Id": "structured"},
         )
         assert isinstance(answered.output_parsed, Cat)
+        with anthropic.Anthropic(base_url=live.url, api_key="unused", max_retries=0) as claude:
+            message = claude.messages.parse(
+                model="claude-sonnet-4-5",
+                max_tokens=200,
+                messages=[{"role": "user", "content": "One more cat."}],
+                output_format=Cat,
+                extra_headers={"X-Thread-Id": "structured"},
+            )
+        assert isinstance(message.parsed_output, Cat)
         crossed = {"type": "string", "minLength": 5, "maxLength": 2}
         with pytest.raises(openai.BadRequestError, match="minLength 5 is over maxLength 2"):
             client.chat.completions.create(

@@ -12,6 +12,7 @@ import anthropic
 import httpx
 import pytest
 from anthropic.types import MessageParam
+from pydantic import BaseModel
 
 from tests.helpers import assert_in_provider_order, summarizing_responder
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
@@ -262,3 +263,36 @@ def test_the_gateways_own_memory_calls_never_reach_claude(
     answer, _ = ask(claude, [{"role": "user", "content": "What do you know?"}])
     assert [block.type for block in answer.content] == ["text"]
     assert answer.stop_reason == "end_turn"
+
+
+class Trip(BaseModel):
+    """What a Claude client asks for as structured output."""
+
+    city: str
+    days: int
+
+
+def test_structured_output_reaches_a_chat_upstream_as_its_response_format(
+    claude: anthropic.Anthropic, upstream: ScriptedUpstream
+) -> None:
+    """The SDK's ``messages.parse`` sends ``output_config.format``: a chat upstream is asked
+    for the same schema as a ``json_schema`` response format, and its JSON answer is the
+    parsed output the client gets."""
+
+    def json_answer(request: dict[str, Any]) -> Reply:
+        if request.get("model") == "cheap-model":
+            return summarizing_responder(request)
+        return Reply('{"city": "Lyon", "days": 3}')
+
+    upstream.responder = json_answer
+    parsed = claude.messages.parse(
+        model="answer-model",
+        max_tokens=200,
+        messages=[{"role": "user", "content": "Plan my trip to Lyon."}],
+        output_format=Trip,
+        extra_headers={"X-Thread-Id": "structured"},
+    )
+    assert parsed.parsed_output == Trip(city="Lyon", days=3)
+    sent = answers(upstream)[-1]["response_format"]
+    assert sent["type"] == "json_schema"
+    assert sent["json_schema"]["schema"]["properties"].keys() == {"city", "days"}

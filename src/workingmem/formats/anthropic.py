@@ -313,9 +313,19 @@ def chat_options(
     temperature: float | None,
     top_p: float | None,
     top_k: int | None,
+    output_config: object = None,
 ) -> dict[str, Any]:
-    """The chat request's fields for what an Anthropic request asks of the answer."""
+    """The chat request's fields for what an Anthropic request asks of the answer: its tool
+    choice, stop sequences and sampling, and its structured output (``output_config.format``,
+    what the SDK's ``messages.parse`` sends) as a ``json_schema`` response format."""
     options: dict[str, Any] = {}
+    output = output_config.get("format") if isinstance(output_config, Mapping) else None
+    if isinstance(output, Mapping) and output.get("type") == "json_schema":
+        schema = output.get("schema")
+        if not isinstance(schema, Mapping):
+            raise ValidationError("output_config.format.schema", "a JSON schema (an object)")
+        spec = {"name": "output", "schema": dict(schema)}
+        options["response_format"] = {"type": "json_schema", "json_schema": spec}
     if tool_choice is not None:
         kind = tool_choice.get("type")
         if kind == "tool" and not tool_choice.get("name"):

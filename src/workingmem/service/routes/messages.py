@@ -167,6 +167,7 @@ def _chat_options(body: MessageCreateRequest) -> dict[str, Any]:
         temperature=body.temperature,
         top_p=body.top_p,
         top_k=body.top_k,
+        output_config=(body.model_extra or {}).get("output_config"),
     )
 
 
