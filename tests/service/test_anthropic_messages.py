@@ -212,6 +212,15 @@ def test_errors_have_anthropics_shape(
     assert isinstance(refused.value.body, dict)
     assert refused.value.body["error"]["type"] == "authentication_error"
     assert api.get("/v1/threads/prefill/messages").status_code == 404  # nothing stored
+    with pytest.raises(anthropic.BadRequestError) as no_schema:
+        ask(
+            claude,
+            [{"role": "user", "content": "Hi"}],
+            extra_body={"output_config": {"format": {"type": "json_schema", "schema": "none"}}},
+            extra_headers={"X-Thread-Id": "unformatted"},
+        )
+    assert "output_config.format.schema" in str(no_schema.value)
+    assert api.get("/v1/threads/unformatted/messages").status_code == 404
 
 
 def test_another_tenant_never_reads_the_thread(
