@@ -1,73 +1,23 @@
-"""The gateway end to end: the real `openai` SDK against a real OpenAI-compatible server on
-127.0.0.1, on SQLite and PostgreSQL. Every request the upstream receives is checked."""
+"""The gateway's asks end to end: the real `openai` SDK against a real OpenAI-compatible server
+on 127.0.0.1, on SQLite and PostgreSQL. Every request the upstream receives is checked."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import workingmem as wm
+from tests.gateway.scripted import CONFIG, MODEL, answer_requests, assert_provider_valid
 from tests.helpers import (
-    assert_in_provider_order,
     assistant,
-    run_fresh,
-    summarizing_responder,
     user,
 )
 from workingmem.gateway import Gateway
-from workingmem.gateway_config import GatewayConfig, Overrides
+from workingmem.gateway_config import Overrides
 from workingmem.llm import OpenAIClient
 from workingmem.llm.testing import Reply, ScriptedUpstream, StatusError, tool_call
-
-MODEL = wm.ModelInfo(id="answer-model", context_window=8_000, max_output_tokens=500)
-CONFIG = GatewayConfig(
-    default_model="answer-model",
-    cheap_model="cheap-model",
-    models={"answer-model": MODEL},
-    working_memory=wm.WorkingMemoryConfig(recent_turns=4, update_every_turns=4),
-)
-
-
-def answering(request: dict[str, Any]) -> Reply:
-    """The scripted upstream: helper calls (JSON requested) get a summary; answers echo."""
-    if "response_format" in request:
-        return summarizing_responder(request)
-    last = request["messages"][-1]
-    return Reply(f"You said: {last['content']}", prompt_tokens=100, completion_tokens=10)
-
-
-def assert_provider_valid(request: dict[str, Any], window: int = MODEL.context_window) -> None:
-    """What every provider accepts: system first, then a user turn; every tool result answers
-    a call of the assistant turn before it; every call has its result; it fits the window."""
-    messages = request["messages"]
-    assert_in_provider_order(messages)
-    assert wm.count_tokens(messages, MODEL) + request.get("max_tokens", 0) <= window
-
-
-@pytest.fixture
-async def upstream() -> AsyncIterator[ScriptedUpstream]:
-    async with ScriptedUpstream(responder=answering) as server:
-        yield server
-
-
-@pytest.fixture
-async def client(upstream: ScriptedUpstream) -> AsyncIterator[OpenAIClient]:
-    async with OpenAIClient(base_url=upstream.base_url, timeout=2, max_retries=0) as llm:
-        yield llm
-
-
-@pytest.fixture
-async def gateway(store: wm.Store, client: OpenAIClient) -> AsyncIterator[Gateway]:
-    async with Gateway(store=store, llm=client, config=CONFIG) as gw:
-        yield gw
-
-
-def answer_requests(upstream: ScriptedUpstream) -> list[dict[str, Any]]:
-    return [r for r in upstream.requests if "response_format" not in r]
 
 
 async def test_ask_stores_the_turns_and_sends_a_provider_valid_request(
@@ -323,74 +273,6 @@ async def test_a_client_that_disconnects_mid_stream_leaves_the_thread_consistent
     assert retry.answer == "You said: a long answer please"
 
 
-async def test_the_rewriter_uses_the_facts_and_leaves_a_new_thread_alone(
-    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
-) -> None:
-    """R19: no facts, no model call, the user's text; with facts, the cheap model's query."""
-    await gateway.ask(tenant_id=tenant, thread_id="th", message="please remember I live in Lyon")
-    before = len(upstream.requests)
-    assert (
-        await gateway.rewrite_query(tenant_id=tenant, thread_id="th")
-        == "please remember I live in Lyon"
-    )
-    assert len(upstream.requests) == before
-    for i in range(2):
-        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"vegetarian places? {i}")
-    await gateway.when_idle()
-    upstream.push(Reply("vegetarian restaurants in Lyon"))
-    query = await gateway.rewrite_query(tenant_id=tenant, thread_id="th")
-    assert query == "vegetarian restaurants in Lyon"
-    prompt = upstream.requests[-1]["messages"][-1]["content"]
-    assert "please remember I live in Lyon" in prompt
-    assert "vegetarian places? 1" in prompt
-
-
-async def test_the_rewriter_falls_back_to_the_users_own_words(
-    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
-) -> None:
-    """A rewrite that fails, comes back empty or runs on past a query's length is the user's
-    text; the text of a message in parts is its text parts joined."""
-    for i in range(3):
-        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"please remember {i}")
-    await gateway.when_idle()
-    parts: Any = [{"type": "text", "text": "vegetarian"}, {"type": "text", "text": "places?"}]
-    await gateway.store.append(tenant_id=tenant, thread_id="th", messages=[user(parts)])
-    for reply in (StatusError(500, "down"), Reply(""), Reply("word " * 500)):
-        upstream.push(reply)
-        before = len(upstream.requests)
-        query = await gateway.rewrite_query(tenant_id=tenant, thread_id="th")
-        assert query == "vegetarian places?"
-        assert len(upstream.requests) == before + 1  # the model was asked, and not heeded
-
-
-async def test_the_rewriter_has_nothing_to_rewrite_without_a_users_turn(
-    gateway: Gateway, upstream: ScriptedUpstream, tenant: str
-) -> None:
-    await gateway.store.append(tenant_id=tenant, thread_id="th", messages=[assistant("Hello!")])
-    assert await gateway.rewrite_query(tenant_id=tenant, thread_id="th") == ""
-    assert upstream.requests == []
-
-
-async def test_thread_memory_shows_state_versions_and_window(gateway: Gateway, tenant: str) -> None:
-    for i in range(2):
-        await gateway.ask(tenant_id=tenant, thread_id="th", message=f"please remember {i}")
-    await gateway.when_idle()
-    memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
-    assert memory.strategy is wm.Strategy.SUMMARY_BUFFER
-    assert memory.state.turn_count == 4
-    assert "- please remember 0" in memory.notes
-    assert [v.version for v in memory.versions] == [1]
-    assert memory.window_tokens is not None
-    assert memory.budget_tokens is not None
-    assert 0 < memory.window_tokens <= memory.budget_tokens
-    await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th")
-    after = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
-    assert (after.notes, after.state.facts) == ("", [])
-    assert [v.summary for v in after.versions] == [""]  # the old summaries are gone too
-    with pytest.raises(wm.NotFoundError):
-        await gateway.get_thread_memory(tenant_id=tenant + "x", thread_id="th")
-
-
 async def test_profiles_pick_the_model_prompt_and_strategy(
     store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
 ) -> None:
@@ -502,88 +384,6 @@ async def test_a_message_dict_is_the_users_with_or_without_its_role(
     assert (turns[0].role, turns[0].content) == ("user", parts)
 
 
-async def test_a_gateway_without_a_model_reads_and_forgets_but_does_not_answer(
-    store: wm.Store, tenant: str
-) -> None:
-    await store.append(tenant_id=tenant, thread_id="th", messages=[user("hi"), assistant("yo")])
-    async with Gateway(store=store) as gateway:
-        memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
-        assert memory.thread.turn_count == 2
-        await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th")
-        with pytest.raises(wm.ValidationError) as caught:
-            await gateway.ask(tenant_id=tenant, thread_id="th", message="hello?")
-        assert caught.value.field == "llm"
-    assert len(await store.list_turns(tenant_id=tenant, thread_id="th")) == 2  # nothing stored
-
-
-async def test_the_memory_page_sizes_the_window_as_a_real_request_does(
-    store: wm.Store, client: OpenAIClient, tenant: str
-) -> None:
-    """One plan per call: the thread's memory is measured with the platform's system prompt
-    and output reserve, exactly as the request that was sent."""
-    config = GatewayConfig(
-        default_model="answer-model",
-        models={"answer-model": MODEL},
-        system_prompt="You are the trip planner of a travel agency. " * 40 + "\n{memory}",
-    )
-    async with Gateway(store=store, llm=client, config=config) as gateway:
-        result = await gateway.ask(tenant_id=tenant, thread_id="th", message="Hi there")
-        memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
-    assert memory.budget_tokens == result.context.budget_tokens
-    plan = gateway.plan()
-    assert plan.system_prompt == config.system_prompt
-    assert plan.output_reserve_tokens == MODEL.max_output_tokens
-
-
-@pytest.mark.parametrize(
-    ("header", "model", "expected"),
-    [
-        ("support", "gpt-x", ("support", "gpt-x")),  # a named profile wins; model overrides
-        (None, "support", ("support", None)),  # the model field names a profile
-        (None, "gpt-x", ("default", "gpt-x")),  # a plain model id: the default profile
-        (None, None, ("default", None)),
-    ],
-)
-def test_the_library_resolves_a_requests_profile(
-    header: str | None, model: str | None, expected: tuple[str, str | None]
-) -> None:
-    profiles = wm.Profiles([wm.Profile(id="support", system_prompt="Orders.\n{memory}")])
-    profile, override = profiles.for_request(header, model)
-    assert (profile.id, override) == expected
-    with pytest.raises(wm.ValidationError):
-        profiles.for_request("nope", None)
-
-
-async def test_reset_says_what_it_cleared_and_report_hooks_chain(
-    store: wm.Store, client: OpenAIClient, upstream: ScriptedUpstream, tenant: str
-) -> None:
-    seen: list[str] = []
-    config = GatewayConfig(
-        default_model="answer-model",
-        models={"answer-model": MODEL},
-        working_memory=wm.WorkingMemoryConfig(recent_turns=2, update_every_turns=2),
-    )
-    agent = wm.AgentMemoryConfig()
-    async with Gateway(
-        store=store,
-        llm=client,
-        config=config,
-        agent_memory=agent,
-        on_report=lambda report: seen.append(f"host {report.outcome}"),
-    ) as gateway:
-        gateway.add_report_hook(lambda report: seen.append(f"metrics {report.outcome}"))
-        await gateway.ask(tenant_id=tenant, thread_id="th", message="Hi")
-        await gateway.when_idle()
-        assert seen == ["host updated", "metrics updated"]
-        plain = await gateway.reset_thread_memory(tenant_id=tenant, thread_id="th")
-        both = await gateway.reset_thread_memory(
-            tenant_id=tenant, thread_id="th", working_memory=True
-        )
-    assert (plain.summary_cleared, plain.agent_memory_cleared) == (True, False)
-    assert both.agent_memory_cleared
-    assert both.working_memory_cleared  # spec 003's name for the same thing
-
-
 async def test_an_answer_too_large_to_store_is_the_upstreams_fault(
     gateway: Gateway, upstream: ScriptedUpstream, tenant: str
 ) -> None:
@@ -608,58 +408,3 @@ async def test_a_reviewers_text_too_large_to_store_is_the_hosts_error(
         await gateway.ask(tenant_id=tenant, thread_id="th", message="Hi", review=verbose)
     turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
     assert [t.role for t in turns] == ["user"]
-
-
-async def test_a_thread_too_long_for_the_window_still_shows_its_memory(
-    store: wm.Store, tenant: str
-) -> None:
-    """The memory page of a thread whose newest turn alone is over the model's window: the
-    thread and its memory, with no window to show, not an error."""
-    small = wm.ModelInfo(id="answer-model", context_window=300, max_output_tokens=100)
-    config = GatewayConfig(default_model="answer-model", models={"answer-model": small})
-    await store.append(tenant_id=tenant, thread_id="th", messages=[user("word " * 2_000)])
-    async with Gateway(store=store, config=config) as gateway:
-        memory = await gateway.get_thread_memory(tenant_id=tenant, thread_id="th")
-    assert memory.thread.turn_count == 1
-    assert (memory.window_tokens, memory.budget_tokens) == (None, None)
-
-
-class ThreadsOnly:
-    """A host's store of threads alone: no documents for an agent memory to keep."""
-
-    def __init__(self, store: wm.Store) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        if name.endswith("_document"):
-            raise AttributeError(name)
-        return getattr(self._store, name)
-
-
-async def test_an_agent_memory_needs_a_store_that_keeps_documents(store: wm.Store) -> None:
-    threads: Any = ThreadsOnly(store)
-    with pytest.raises(wm.ValidationError) as caught:
-        Gateway(store=threads, agent_memory=wm.AgentMemoryConfig())
-    assert caught.value.field == "agent_memory"
-
-
-def test_entering_a_gateway_builds_its_models_tokenizers(tmp_path: Path) -> None:
-    """The first request must not pay ~0.5-1 s for an OpenAI vocabulary: a fresh interpreter
-    (this process built them long ago) has the encoding once the gateway is entered."""
-    probe = f"""
-import asyncio, json
-import workingmem as wm
-from workingmem.gateway import Gateway
-from workingmem.gateway_config import GatewayConfig
-from workingmem.tokens import _tiktoken
-
-async def main() -> None:
-    store = await wm.open_store({str(tmp_path / "warm.db")!r})
-    before = sorted(_tiktoken._encodings)
-    async with Gateway(store=store, config=GatewayConfig(default_model="gpt-4o-mini")):
-        print(json.dumps([before, sorted(_tiktoken._encodings)]))
-    await store.aclose()
-
-asyncio.run(main())
-"""
-    assert json.loads(run_fresh(probe)) == [[], ["o200k_base"]]
