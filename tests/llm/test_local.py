@@ -382,3 +382,25 @@ def test_chat_messages_flattens_what_a_chat_template_cannot_read() -> None:
         {"role": "assistant", "content": "(called f({}))"},
         {"role": "user", "content": "[tool result] 42"},
     ]
+
+
+async def test_the_sampling_options_a_request_gives_reach_llama_cpp(
+    model: LocalModelClient,
+) -> None:
+    """``top_k`` and ``seed`` among a request's options are followed (the Messages API's
+    ``top_k`` reaches the local model this way): at a wild temperature two seeds write two
+    answers, and with ``top_k: 1`` (greedy) the same one."""
+
+    async def answer(**options: Any) -> str:
+        completion = await model.complete(
+            model=LOCAL_MODEL,
+            messages=CAPITAL,
+            meta=META,
+            max_tokens=24,
+            temperature=1.8,
+            options=options,
+        )
+        return completion.text
+
+    assert await answer(seed=1) != await answer(seed=2)
+    assert await answer(seed=1, top_k=1) == await answer(seed=2, top_k=1)

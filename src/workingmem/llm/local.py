@@ -336,7 +336,9 @@ class LocalModelClient:
             self._verified = True
 
 
-LOCAL_OPTIONS = frozenset({"top_p", "stop", "seed", "presence_penalty", "frequency_penalty"})
+LOCAL_OPTIONS = frozenset(
+    {"top_p", "top_k", "stop", "seed", "presence_penalty", "frequency_penalty"}
+)
 """The request fields the local model follows (llama.cpp's own names for them)."""
 
 
