@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from workingmem.formats.anthropic import FORMAT, blocks_of, messages_of, turns_of
+from workingmem.formats.anthropic import (
+    ERROR_TYPES,
+    FORMAT,
+    blocks_of,
+    error_status,
+    error_type,
+    messages_of,
+    turns_of,
+)
 from workingmem.types import Turn
 
 THINKING = {"type": "thinking", "thinking": "Two cities: call twice.", "signature": "c2lnbmVk"}
@@ -173,3 +181,21 @@ def test_what_is_no_anthropic_message_is_refused_by_name(messages: Any, field: s
     with pytest.raises(wm.ValidationError) as refused:
         turns_of(messages)
     assert refused.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        pytest.param(429, "rate_limit_error", id="documented"),
+        pytest.param(529, "overloaded_error", id="anthropics-own-status"),
+        pytest.param(422, "invalid_request_error", id="another-client-error"),
+        pytest.param(503, "api_error", id="another-server-error"),
+    ],
+)
+def test_an_error_status_has_anthropics_type_and_back(status: int, kind: str) -> None:
+    """The gateway's errors and the upstream's error events read one table: a documented
+    status is its type and the type its status; any other status falls back by its class,
+    and a type Anthropic does not document has no status."""
+    assert error_type(status) == kind
+    assert all(error_status(error_type(s)) == s for s in ERROR_TYPES)
+    assert error_status("a_new_error") is None

@@ -27,6 +27,7 @@ from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 
 __all__ = [
+    "ERROR_TYPES",
     "FORMAT",
     "answer_item",
     "answer_turn",
@@ -34,6 +35,8 @@ __all__ = [
     "blocks_of",
     "chat_options",
     "chat_tools",
+    "error_status",
+    "error_type",
     "joined",
     "message_of",
     "messages_of",
@@ -42,6 +45,33 @@ __all__ = [
 ]
 
 FORMAT = "anthropic.messages"
+
+ERROR_TYPES: Mapping[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+"""The type of Anthropic's error for each HTTP status its API documents."""
+_ERROR_STATUS = {kind: status for status, kind in ERROR_TYPES.items()}
+
+
+def error_type(status: int) -> str:
+    """Anthropic's error type for `status`: the documented one, else ``api_error`` for a
+    server error and ``invalid_request_error`` for any other."""
+    return ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def error_status(kind: object) -> int | None:
+    """The HTTP status an Anthropic error type stands for; None for a type it does not
+    document (an error event's type in a stream that began 200 OK, for instance)."""
+    return _ERROR_STATUS.get(str(kind))
 
 
 def turns_of(messages: Sequence[Mapping[str, Any]]) -> list[NativeItem]:

@@ -28,7 +28,7 @@ import aiohttp
 import msgspec
 
 from ..redaction import redact
-from ._sdk import json_decode, upstream_message
+from ._sdk import json_decode, retryable_status, upstream_message
 from ._text import shortened
 from .base import LLMError
 
@@ -188,7 +188,7 @@ async def _status_failure(
     status = response.status
     headers = response.headers
     delay = _retry_after(headers)
-    retryable = status in (408, 409, 429) or status >= 500
+    retryable = retryable_status(status)
     retry = retryable
     if delay is not None and delay > _RETRY_AFTER_CAP:
         retry = False

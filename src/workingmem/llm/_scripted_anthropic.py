@@ -13,20 +13,13 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..formats.anthropic import error_type
+
 if TYPE_CHECKING:
     from .testing import Reply
 
 __all__ = ["count_of", "error_body", "message_body", "message_events", "signature_of"]
 
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    529: "overloaded_error",
-}
 _STOP_REASONS = {"length": "max_tokens", "tool_calls": "tool_use", "stop": "end_turn"}
 
 
@@ -157,7 +150,7 @@ def error_body(status: int, message: str, kind: str | None) -> dict[str, Any]:
     """Anthropic's error shape."""
     return {
         "type": "error",
-        "error": {"type": kind or _ERROR_TYPES.get(status, "api_error"), "message": message},
+        "error": {"type": kind or error_type(status), "message": message},
     }
 
 

@@ -34,6 +34,14 @@ __all__ = [
 ]
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def retryable_status(status: int) -> bool:
+    """Whether another attempt may pass where an upstream answered `status` (the SDKs'
+    policy: a timeout, a conflict, a rate limit, a server error)."""
+    return status in _RETRYABLE_STATUS or status >= 500
+
+
 SHAPE_ERRORS = (AttributeError, TypeError, IndexError, KeyError, ValueError)
 """What reading a well-parsed answer of the wrong shape raises: the SDK does not validate."""
 json_decode = msgspec.json.Decoder().decode
@@ -84,7 +92,7 @@ def llm_error(exc: Exception, *, midstream: bool = False, sdk: Any = None) -> LL
     elif isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         message = _error_message(exc)
-        retryable = status in _RETRYABLE_STATUS or status >= 500
+        retryable = retryable_status(status)
         retry_after = exc.response.headers.get("retry-after")
     elif isinstance(exc, openai.APIError):
         retryable = False

@@ -30,10 +30,17 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..formats import ORIGINAL_KEY
-from ..formats.anthropic import FORMAT, answer_item, answer_view, joined, message_of
+from ..formats.anthropic import (
+    FORMAT,
+    answer_item,
+    answer_view,
+    error_status,
+    joined,
+    message_of,
+)
 from ..redaction import redact
 from ..types import MessageIn, NativeItem
-from ._sdk import SHAPE_ERRORS, SdkClient, llm_error, root_cause
+from ._sdk import SHAPE_ERRORS, SdkClient, llm_error, retryable_status, root_cause
 from ._text import shortened
 from .base import (
     CallMeta,
@@ -466,34 +473,19 @@ def completion_of(message: Any, model: str) -> Completion:
     )
 
 
-_ERROR_STATUS = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "billing_error": 402,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
-}
-"""The HTTP status of each of Anthropic's error types, as its API documents them."""
-
-
 def _error_event(body: object) -> LLMError:
     """An ``error`` event in a stream that began 200 OK: the status its error type stands
     for (``overloaded_error`` is a 529, which another attempt may pass), not the stream's."""
     error = body.get("error") if isinstance(body, dict) else None
     kind = error.get("type") if isinstance(error, dict) else None
     text = error.get("message") if isinstance(error, dict) else None
-    status = _ERROR_STATUS.get(str(kind))
+    status = error_status(kind)
     return LLMError(
         redact(
             f"the upstream failed mid-stream: {kind or 'error'}: {shortened(str(text or body))}"
         ),
         status_code=status,
-        retryable=status is not None and (status == 429 or status >= 500),
+        retryable=status is not None and retryable_status(status),
         upstream=True,
     )
 

@@ -31,6 +31,7 @@ from ..errors import (
     ValidationError,
     WorkingMemoryError,
 )
+from ..formats.anthropic import error_type
 from ..llm import LLMError, UsageRefusedError
 from ..redaction import redact
 
@@ -176,24 +177,10 @@ def _status_class(status: int | None) -> str:
 ANTHROPIC_PATHS = "/v1/messages"
 """Anthropic's API: its errors have Anthropic's shape."""
 
-_ANTHROPIC_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-    529: "overloaded_error",
-}
-
 
 def anthropic_error_body(error: ApiError) -> dict[str, Any]:
     """Anthropic's error shape, the type by the status as Anthropic gives it."""
-    kind = _ANTHROPIC_TYPES.get(
-        error.status, "api_error" if error.status >= 500 else "invalid_request_error"
-    )
-    return {"type": "error", "error": {"type": kind, "message": error.message}}
+    return {"type": "error", "error": {"type": error_type(error.status), "message": error.message}}
 
 
 def error_response(error: ApiError, request: Request | None = None) -> JSONResponse:
