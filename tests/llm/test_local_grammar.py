@@ -161,6 +161,11 @@ async def test_what_the_model_writes_under_a_schema_is_json_the_schema_accepts(
             id="items-that-cannot-be",
         ),
         pytest.param(required(a=False), "a false schema", id="a-required-false"),
+        pytest.param(
+            required(a={"type": "string", "maxLength": 200_000}),
+            "writes at most 100,000 characters or items",
+            id="longer-than-any-answer",
+        ),
     ],
 )
 async def test_a_schema_the_model_cannot_honour_is_a_400_naming_why(

@@ -23,10 +23,11 @@ __all__ = ["cached_grammar", "schema_grammar"]
 
 _MAX_REPETITION = 1000
 """The largest ``{m,n}`` count written: llama.cpp rejects 2,000 and more."""
-_CHAR_BLOCK = 100
+_BLOCK = 100
 """A long run (of characters, of items) is written as blocks of this many (see `repeated`)."""
 _MAX_COUNT = 100_000
-"""The largest length or item count written as chains (a thousand rules)."""
+"""The largest length or item count written (a thousand rules); more than the local model
+writes in any answer (its context is at most 8,192 tokens)."""
 
 
 def schema_grammar(schema: dict[str, Any]) -> str:
@@ -53,9 +54,9 @@ def schema_grammar(schema: dict[str, Any]) -> str:
         return _Grammar().build(schema or {"type": "object"})
     except _UnsupportedSchemaError:
         pass
-    except _UnsatisfiableSchemaError as exc:
+    except _RefusedSchemaError as exc:
         raise LLMError(
-            f"no JSON value satisfies this JSON schema: {exc}", status_code=400
+            f"the local model cannot answer under this JSON schema: {exc}", status_code=400
         ) from None
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
@@ -85,8 +86,13 @@ class _UnsupportedSchemaError(Exception):
     """A schema feature `_Grammar` does not write."""
 
 
-class _UnsatisfiableSchemaError(Exception):
-    """A schema no JSON value satisfies: any grammar of it would be a guess."""
+class _RefusedSchemaError(Exception):
+    """A schema no answer of the local model satisfies (none at all, or none it can write):
+    any grammar of it would be a guess."""
+
+
+def _unsatisfiable(why: str) -> _RefusedSchemaError:
+    return _RefusedSchemaError(f"no JSON value satisfies it: {why}")
 
 
 _PRIMITIVES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -130,7 +136,7 @@ class _Grammar:
         if schema is True:
             return self.primitive("value")
         if schema is False:
-            raise _UnsatisfiableSchemaError("a false schema")
+            raise _unsatisfiable("a false schema")
         if not isinstance(schema, dict):
             raise _UnsupportedSchemaError(f"schema {schema!r}")
         if "const" in schema:
@@ -138,7 +144,7 @@ class _Grammar:
         if "enum" in schema:
             values = schema["enum"]
             if not values:
-                raise _UnsatisfiableSchemaError("an empty enum")
+                raise _unsatisfiable("an empty enum")
             return self.rule(name, " | ".join(_literal(v) for v in values) + " space", "space")
         for key in ("anyOf", "oneOf"):
             if key in schema:
@@ -197,7 +203,7 @@ class _Grammar:
         self.primitive("space")
         if high == 0 or schema["items"] is False:
             if low:
-                raise _UnsatisfiableSchemaError(f"minItems {low} of items that cannot be")
+                raise _unsatisfiable(f"minItems {low} of items that cannot be")
             return self.rule(name, '"[" space "]" space')
         item = self.visit(schema["items"], f"{name}-item")
         more = self.repeated(
@@ -218,21 +224,19 @@ class _Grammar:
 
     def repeated(self, unit: str, low: int, high: int | None, name: str) -> str:
         """`unit` `low` to `high` times (None: no limit), with no repetition count over
-        llama.cpp's limit: a long run is a chain of rules of `_CHAR_BLOCK` each."""
-        blocks, rest = divmod(low, _CHAR_BLOCK) if low > _MAX_REPETITION else (0, low)
-        head = [_repeat(unit, _CHAR_BLOCK, _CHAR_BLOCK)] * blocks + [_repeat(unit, rest, rest)]
-        if high is None:
-            tail = f"({unit})*"
-        elif high - low <= _MAX_REPETITION:
-            tail = _repeat(unit, 0, high - low)
+        llama.cpp's limit: a long run is a chain of rules of `_BLOCK` each."""
+        blocks, rest = divmod(low, _BLOCK) if low > _MAX_REPETITION else (0, low)
+        head = [_repeat(unit, _BLOCK, _BLOCK)] * blocks + [_repeat(unit, rest, rest)]
+        more = None if high is None else high - low
+        if more is None or more <= _MAX_REPETITION:
+            tail = _repeat(unit, 0, more)
         else:  # chain_1 = 0..B+r units; chain_k = 0..B-1 units, or B then chain_(k-1)
-            blocks, rest = divmod(high - low, _CHAR_BLOCK)
-            tail = self.rule(f"{name}-1", _repeat(unit, 0, _CHAR_BLOCK + rest))
+            blocks, rest = divmod(more, _BLOCK)
+            tail = self.rule(f"{name}-1", _repeat(unit, 0, _BLOCK + rest))
             for level in range(2, blocks + 1):
                 tail = self.rule(
                     f"{name}-{level}",
-                    f"{_repeat(unit, 0, _CHAR_BLOCK - 1)} | "
-                    f"{_repeat(unit, _CHAR_BLOCK, _CHAR_BLOCK)} {tail}",
+                    f"{_repeat(unit, 0, _BLOCK - 1)} | {_repeat(unit, _BLOCK, _BLOCK)} {tail}",
                 )
         return " ".join(part for part in [*head, tail] if part)
 
@@ -257,9 +261,12 @@ class _Grammar:
 def _bounds(schema: dict[str, Any], low_key: str, high_key: str) -> tuple[int, int | None]:
     low, high = int(schema.get(low_key, 0)), schema.get(high_key)  # checked: ints >= 0
     if high is not None and high < low:
-        raise _UnsatisfiableSchemaError(f"{low_key} {low} is over {high_key} {high}")
+        raise _unsatisfiable(f"{low_key} {low} is over {high_key} {high}")
     if max(low, high or 0) > _MAX_COUNT:
-        raise _UnsupportedSchemaError(f"{low_key} {low}, {high_key} {high}")
+        raise _RefusedSchemaError(
+            f"{low_key} {low}, {high_key} {high}: the local model writes at most "
+            f"{_MAX_COUNT:,} characters or items"
+        )
     return low, high
 
 
