@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, TypeVar
 
 import pytest
 from openai import AsyncOpenAI
@@ -14,34 +15,42 @@ from workingmem.integrations.pydantic_ai import WorkingMemoryCapability
 from workingmem.llm.testing import ScriptedUpstream
 
 
-@pytest.fixture
-async def capabilities() -> AsyncIterator[Callable[..., WorkingMemoryCapability]]:
-    """Makes capabilities and closes them after the test."""
-    made: list[WorkingMemoryCapability] = []
+class _Closes(Protocol):
+    async def aclose(self) -> None: ...
 
-    def make(**kwargs: Any) -> WorkingMemoryCapability:
-        made.append(WorkingMemoryCapability(**kwargs))
+
+M = TypeVar("M", bound=_Closes)
+
+
+@asynccontextmanager
+async def made_by(factory: Callable[..., M]) -> AsyncIterator[Callable[..., M]]:
+    """`factory` for a test, each memory it made closed after the test, passed or failed (a
+    test asks for such a fixture after `store`, so they close before their store does)."""
+    made: list[M] = []
+
+    def make(**settings: Any) -> M:
+        made.append(factory(**settings))
         return made[-1]
 
-    yield make
-    for memory in made:
-        await memory.aclose()
+    try:
+        yield make
+    finally:
+        for memory in made:
+            await memory.aclose()
+
+
+@pytest.fixture
+async def capabilities() -> AsyncIterator[Callable[..., WorkingMemoryCapability]]:
+    """Makes Pydantic AI capabilities (WorkingMemoryCapability's keywords)."""
+    async with made_by(WorkingMemoryCapability) as make:
+        yield make
 
 
 @pytest.fixture
 async def buffer() -> AsyncIterator[Callable[..., WorkingMemoryBuffer]]:
-    """Makes LlamaIndex buffers (WorkingMemoryBuffer's keywords) and closes them after the
-    test, passed or failed; a test asks for it after `store`, so they close before their
-    store does."""
-    made: list[WorkingMemoryBuffer] = []
-
-    def make(**settings: Any) -> WorkingMemoryBuffer:
-        made.append(WorkingMemoryBuffer(**settings))
-        return made[-1]
-
-    yield make
-    for memory in made:
-        await memory.aclose()
+    """Makes LlamaIndex buffers (WorkingMemoryBuffer's keywords)."""
+    async with made_by(WorkingMemoryBuffer) as make:
+        yield make
 
 
 @pytest.fixture
