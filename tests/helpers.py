@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import itertools
 import json
 import os
 import re
 import subprocess
 import sys
+import wave
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -166,3 +169,34 @@ def never_counting(tok: wm.Tokenizer) -> wm.Tokenizer:
             raise AssertionError("re-tokenized a stored turn")
 
     return Stored()
+
+
+def pdf_bytes(pages: int, *, padding: int = 0) -> bytes:
+    """A real PDF of `pages` blank pages, written by pypdf, made `padding` bytes larger by an
+    attachment of random bytes (a file's size is not what the model reads)."""
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(width=612, height=792)
+    if padding:
+        writer.add_attachment("padding.bin", os.urandom(padding))
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    """`data` as the base64 ``data:`` URL a chat ``file`` part carries."""
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def wav_bytes(seconds: float, rate: int = 16_000) -> bytes:
+    """A real WAV recording of silence, `seconds` long (mono, 16-bit)."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as recording:
+        recording.setnchannels(1)
+        recording.setsampwidth(2)
+        recording.setframerate(rate)
+        recording.writeframes(b"\0\0" * round(seconds * rate))
+    return out.getvalue()

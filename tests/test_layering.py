@@ -130,10 +130,11 @@ def violations(rule: Rule, imports: Imports) -> list[str]:
 
 def pure(package: str) -> Rule:
     return Rule(
-        why=f"{package} is pure: it imports only types, errors and itself, and does no I/O",
+        why=f"{package} is pure: it imports only types, errors, data URLs and itself, and does "
+        "no I/O",
         importers=(package,),
         forbidden=("workingmem", *DRIVERS_AND_SDKS, *WEB_STACK, *CLI_STACK),
-        allowed=("workingmem.types", "workingmem.errors", package),
+        allowed=("workingmem.types", "workingmem.errors", "workingmem.data_urls", package),
     )
 
 
@@ -154,6 +155,15 @@ RULES = [
             allowed=("workingmem.errors", "workingmem.types"),
         ),
         id="types-import-only-errors",
+    ),
+    pytest.param(
+        Rule(
+            why="data URLs sit beside the errors: the pure packages read files through them",
+            importers=("workingmem.data_urls",),
+            forbidden=("workingmem", *DRIVERS_AND_SDKS),
+            allowed=("workingmem.data_urls",),
+        ),
+        id="data-urls-import-nothing",
     ),
     pytest.param(pure("workingmem.strategies"), id="strategies-are-pure"),
     pytest.param(pure("workingmem.tokens"), id="tokens-are-pure"),
@@ -256,11 +266,11 @@ def test_a_violation_names_the_module_the_import_and_the_line() -> None:
             ("workingmem.stores.base.StateWrite", 5),
         ),
     }
+    why = "workingmem.strategies is pure: it imports only types, errors, data URLs and itself, "
     assert violations(pure("workingmem.strategies"), imports) == [
-        "workingmem.strategies.window imports psycopg (line 7): workingmem.strategies is pure: "
-        "it imports only types, errors and itself, and does no I/O",
+        f"workingmem.strategies.window imports psycopg (line 7): {why}and does no I/O",
         "workingmem.strategies.summary_buffer imports workingmem.stores.base (line 5): "
-        "workingmem.strategies is pure: it imports only types, errors and itself, and does no I/O",
+        f"{why}and does no I/O",
     ]
 
 

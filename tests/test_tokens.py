@@ -251,9 +251,10 @@ def test_image_parts_count_the_documented_estimate(
 
 
 def test_other_parts_count_their_json() -> None:
-    """A part of another type (audio, file, ...) counts the tokens of its compact JSON."""
+    """A part of a type the chat format does not name counts the tokens of its compact JSON
+    (files and audio: tests/test_tokens_media.py)."""
     tokenizer = tokenizer_for(model("gpt-4o"))
-    part = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    part = {"type": "video_url", "video_url": {"url": "https://x/clip.mp4"}}
     message = {"role": "user", "content": [part]}
     as_json = json.dumps(part, ensure_ascii=False, separators=(",", ":"))
     assert tokenizer.count_message(message) == 3 + 1 + tokenizer.count_text(as_json)

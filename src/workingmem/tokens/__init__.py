@@ -12,8 +12,8 @@ encoding, name a GGUF file whose vocabulary llama.cpp reads (``gguf:<path>``, ex
 how the local model counts, keyed by the file's SHA-256) or a Hugging Face ``tokenizer.json``
 (extra ``hf``); anything else falls back to a documented estimate, with a logged warning.
 Text-only messages are counted exactly with the OpenAI cookbook's chat overhead (a GGUF's
-with its own chat template's); tool calls and images are documented approximations (see
-`workingmem.tokens._chat`).
+with its own chat template's); tool calls, images, files and audio are documented
+approximations (see `workingmem.tokens._chat` and `workingmem.tokens._media`).
 
 Modules: ``_protocol`` (the `Tokenizer` protocol), ``_chat`` (the message overhead),
 ``_tiktoken`` (offline OpenAI encodings), ``_hf`` (Hugging Face), ``_estimate`` (4 characters

@@ -20,7 +20,9 @@ and content; a ``name`` costs its tokens plus `TOKENS_PER_NAME`; every request c
 What OpenAI does not publish is estimated, and documented at each constant:
 
 - image parts: `IMAGE_LOW_DETAIL` / `IMAGE_HIGH_DETAIL` (the image is not fetched);
-- other non-text parts (audio, files, ...): the tokens of the part's JSON serialisation;
+- file and audio parts: a PDF by its pages, a text file by its text, audio by its length
+  (`workingmem.tokens._media`: their base64 is not what the model reads);
+- other non-text parts: the tokens of the part's JSON serialisation;
 - assistant ``tool_calls`` (and the legacy ``function_call``): per call, the tokens of the
   function's name and of its arguments text, plus `TOOL_CALL_OVERHEAD`.
 
@@ -36,6 +38,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from workingmem.tokens._media import audio_tokens, file_tokens
 from workingmem.types import MessageIn
 
 __all__ = [
@@ -160,6 +163,10 @@ class ChatTokenizer(abc.ABC):
                 image = part.get("image_url")
                 detail = image.get("detail") if isinstance(image, Mapping) else None
                 return IMAGE_LOW_DETAIL if detail == "low" else IMAGE_HIGH_DETAIL
+            if kind == "file":
+                return file_tokens(part.get("file"), self.count_text)
+            if kind == "input_audio":
+                return audio_tokens(part.get("input_audio"))
         return self.count_text(_to_json(part))
 
     def _count_tool_call(self, call: Any) -> int:
