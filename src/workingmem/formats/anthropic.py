@@ -23,8 +23,10 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..data_urls import data_url
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
+from .files import chat_part_of_document, document_of_chat_part
 
 __all__ = [
     "ERROR_TYPES",
@@ -169,9 +171,12 @@ def _user_view(blocks: list[dict[str, Any]]) -> Message:
             url = _image_url(block.get("source"))
             if url is not None:
                 parts.append({"type": "image_url", "image_url": {"url": url}})
+            else:  # by Anthropic file id: nothing a chat model can open
+                source = block.get("source")
+                where = source.get("file_id") if isinstance(source, Mapping) else None
+                parts.append({"type": "text", "text": f"[image: {where or 'attached'}]"})
         elif kind == "document":
-            title = block.get("title") or "attached"
-            parts.append({"type": "text", "text": f"[document: {title}]"})
+            parts.extend(chat_part_of_document(block))
         elif kind == "tool_result":  # a result after the user's words: said, not a unit
             parts.append({"type": "text", "text": _json(block)})
     if all(part["type"] == "text" for part in parts):
@@ -183,7 +188,7 @@ def _image_url(source: object) -> str | None:
     if not isinstance(source, Mapping):
         return None
     if source.get("type") == "base64":
-        return f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+        return data_url(str(source.get("media_type", "image/png")), str(source.get("data", "")))
     if source.get("type") == "url" and isinstance(source.get("url"), str):
         return str(source["url"])
     return None
@@ -273,6 +278,8 @@ def message_of(message: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _block_of(part: Mapping[str, Any]) -> dict[str, Any]:
+    if part.get("type") in ("file", "input_audio"):
+        return document_of_chat_part(part)
     if part.get("type") == "image_url":
         url = str(part["image_url"]["url"])
         if url.startswith("data:") and ";base64," in url:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
+from .files import chat_part_of_input_file, input_file_of_chat_part
 
 __all__ = [
     "FORMAT",
@@ -201,7 +202,7 @@ def _user_view(item: Mapping[str, Any]) -> Message:
         if kind == "input_image" and isinstance(part.get("image_url"), str):
             parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
         elif kind == "input_file":
-            parts.append({"type": "text", "text": f"[file: {part.get('filename') or 'attached'}]"})
+            parts.append(chat_part_of_input_file(part))
         elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
             parts.append({"type": "text", "text": part["text"]})
     if all(part["type"] == "text" for part in parts):
@@ -229,6 +230,16 @@ def _json(value: object) -> str:
 # -- view -> items ---------------------------------------------------------------------------
 
 
+def _input_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A user's chat content part as a Responses input part."""
+    kind = part.get("type")
+    if kind == "image_url":
+        return {"type": "input_image", "image_url": part["image_url"]["url"], "detail": "auto"}
+    if kind in ("file", "input_audio"):
+        return input_file_of_chat_part(part)
+    return {"type": "input_text", "text": part.get("text", "")}
+
+
 def items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A chat message as the Responses items that say the same."""
     role = message["role"]
@@ -243,12 +254,7 @@ def items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
         ]
     if role == "user":
         if isinstance(content, list):
-            parts = [
-                {"type": "input_image", "image_url": part["image_url"]["url"], "detail": "auto"}
-                if part.get("type") == "image_url"
-                else {"type": "input_text", "text": part.get("text", "")}
-                for part in content
-            ]
+            parts = [_input_part(part) for part in content]
             return [{"role": "user", "content": parts}]
         return [{"role": "user", "content": content or ""}]
     items: list[dict[str, Any]] = []

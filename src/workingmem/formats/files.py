@@ -1,0 +1,134 @@
+"""Files and recordings between the three APIs: a chat ``file`` part, an Anthropic ``document``
+block, a Responses ``input_file`` part.
+
+    chat_part_of_document({"type": "document", "source": {"type": "base64", ...}})
+    # [{"type": "file", "file": {"filename": "document.pdf", "file_data": "data:..."}}]
+
+A file a client attached reaches a model of another API as that API's own file whenever it has
+one for it (a PDF as base64 everywhere, a text document as text, a file id where the ids are the
+same provider's); only what the other side cannot take (a URL where chat has none, another
+provider's file id, audio for Claude) becomes a line of text naming it, so that the model knows
+something was attached. Pure conversions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..data_urls import data_url, decoded_data_url, is_text
+
+__all__ = [
+    "chat_part_of_document",
+    "chat_part_of_input_file",
+    "document_of_chat_part",
+    "input_file_of_chat_part",
+]
+
+_DOCUMENT_NAME = "document.pdf"
+"""The name a chat file part gets for a document sent without a title (OpenAI asks for one with
+``file_data``)."""
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def chat_part_of_document(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An Anthropic ``document`` block as chat content parts: a PDF as a ``file`` part, a text
+    document (plain or as content blocks) as its text, by URL or by Anthropic file id as a
+    line that names it."""
+    source = block.get("source")
+    source = source if isinstance(source, Mapping) else {}
+    title = block.get("title") if isinstance(block.get("title"), str) else None
+    kind = source.get("type")
+    if kind == "base64" and isinstance(source.get("data"), str):
+        media = str(source.get("media_type") or "application/pdf")
+        file = {"filename": title or _DOCUMENT_NAME, "file_data": data_url(media, source["data"])}
+        return [{"type": "file", "file": file}]
+    if kind == "text" and isinstance(source.get("data"), str):
+        return [_said(f"{title}\n\n{source['data']}" if title else source["data"])]
+    if kind == "content":
+        return _content_parts(source.get("content"), title)
+    where = source.get("url") or source.get("file_id") or "attached"
+    return [_said(f"[document: {title}: {where}]" if title else f"[document: {where}]")]
+
+
+def _content_parts(content: object, title: str | None) -> list[dict[str, Any]]:
+    """A ``content`` document's blocks: its texts joined (under its title), its images."""
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    texts = [title] if title else []
+    images: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif block.get("type") == "image":
+            source = block.get("source")
+            if isinstance(source, Mapping) and source.get("type") == "base64":
+                url = data_url(str(source.get("media_type", "image/png")), str(source["data"]))
+                images.append({"type": "image_url", "image_url": {"url": url}})
+            elif isinstance(source, Mapping) and isinstance(source.get("url"), str):
+                images.append({"type": "image_url", "image_url": {"url": source["url"]}})
+    return ([_said("\n\n".join(texts))] if texts else []) + images
+
+
+def chat_part_of_input_file(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A Responses ``input_file`` part as a chat part: its data or its id (the same provider's
+    files) as a ``file`` part; by URL, which chat has no field for, a line that names it."""
+    name = part.get("filename") if isinstance(part.get("filename"), str) else None
+    if isinstance(part.get("file_data"), str):
+        return {
+            "type": "file",
+            "file": {"filename": name or "file", "file_data": part["file_data"]},
+        }
+    if isinstance(part.get("file_id"), str):
+        file = {"file_id": part["file_id"], **({"filename": name} if name else {})}
+        return {"type": "file", "file": file}
+    where = part.get("file_url") or name or "attached"
+    return _said(f"[file: {where}]")
+
+
+def document_of_chat_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat ``file`` or ``input_audio`` part as an Anthropic block: a PDF as a base64
+    ``document``, a text file as a text document; what Claude cannot take (an OpenAI file id,
+    another kind of file, audio) as a text block naming it."""
+    if part.get("type") == "input_audio":
+        audio = part.get("input_audio")
+        kind = audio.get("format") if isinstance(audio, Mapping) else None
+        return _said(f"[audio: {kind or 'attached'}]")
+    file = _file_of(part)
+    name = file.get("filename") if isinstance(file.get("filename"), str) else None
+    data = file.get("file_data")
+    found = decoded_data_url(data)
+    titled = {"title": name} if name else {}
+    if found is not None:
+        media, raw = found
+        if media in ("", "application/pdf") and raw.startswith(b"%PDF-"):
+            payload = str(data).rpartition(",")[2]
+            source = {"type": "base64", "media_type": "application/pdf", "data": payload}
+            return {"type": "document", "source": source, **titled}
+        if is_text(media):
+            text = raw.decode("utf-8", errors="replace")
+            source = {"type": "text", "media_type": "text/plain", "data": text}
+            return {"type": "document", "source": source, **titled}
+    return _said(f"[file: {name or file.get('file_id') or 'attached'}]")
+
+
+def _file_of(part: Mapping[str, Any]) -> Mapping[str, Any]:
+    file = part.get("file")
+    return file if isinstance(file, Mapping) else {}
+
+
+def input_file_of_chat_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat ``file`` part as a Responses ``input_file`` (the same fields); an ``input_audio``
+    part, which a Responses message has no part for, as a line naming it."""
+    if part.get("type") == "input_audio":
+        audio = part.get("input_audio")
+        kind = audio.get("format") if isinstance(audio, Mapping) else None
+        return {"type": "input_text", "text": f"[audio: {kind or 'attached'}]"}
+    file = _file_of(part)
+    fields = {key: file[key] for key in ("file_data", "file_id", "filename") if key in file}
+    return {"type": "input_file", **fields}

@@ -1,0 +1,162 @@
+"""Files through the gateway, with the official SDKs over HTTP: a PDF a client attaches reaches
+the model whatever API the client and the upstream speak, byte for byte, and costs the window
+its pages, not its base64 (a 150 KB PDF was a request too large for any model)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from tests.helpers import pdf_bytes, summarizing_responder
+from workingmem.llm.testing import Reply, ScriptedUpstream
+from workingmem.service import create_app
+
+from .conftest import settings_for
+from .live import LiveServer, create_key
+
+PDF_B64 = base64.b64encode(pdf_bytes(1, padding=150_000)).decode()
+PDF_URL = f"data:application/pdf;base64,{PDF_B64}"
+"""One page, 150 KB: about 140,000 tokens as base64, 1,500 as a page."""
+CHAT_FILE: Any = {"type": "file", "file": {"filename": "report.pdf", "file_data": PDF_URL}}
+SUMMARIZE: Any = {"type": "text", "text": "Summarize this."}
+
+
+def reading(request: dict[str, Any]) -> Reply:
+    """Any of the three APIs' upstreams: says how many user messages it was sent (files are
+    checked from its requests)."""
+    if request.get("model") == "cheap-model":
+        return summarizing_responder(request)
+    sent = request.get("messages", request.get("input", []))
+    return Reply(f"Read {len(sent)} messages.", prompt_tokens=2_000, completion_tokens=4)
+
+
+def answers(upstream: ScriptedUpstream) -> list[dict[str, Any]]:
+    return [r for r in upstream.requests if r.get("model") != "cheap-model"]
+
+
+def user_contents(request: dict[str, Any]) -> list[Any]:
+    """The user messages' contents of an upstream request of any API."""
+    sent = request.get("messages", request.get("input", []))
+    return [m["content"] for m in sent if m.get("role") == "user"]
+
+
+@pytest.fixture(params=["chat", "anthropic", "responses"])
+def upstream_api(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def gateway(
+    database_url: str, tenant: str, upstream_api: str
+) -> Iterator[tuple[str, str, ScriptedUpstream]]:
+    """(the gateway's URL, a key, the upstream) with an upstream of `upstream_api`."""
+    with ScriptedUpstream(responder=reading) as upstream:
+        settings = settings_for(database_url, upstream, upstream_api=upstream_api)
+        with LiveServer(create_app(settings)) as live:
+            yield live.url, create_key(database_url, tenant, "tests").secret, upstream
+
+
+@pytest.fixture
+def chat_gateway(database_url: str, tenant: str) -> Iterator[tuple[str, str, ScriptedUpstream]]:
+    with (
+        ScriptedUpstream(responder=reading) as upstream,
+        LiveServer(create_app(settings_for(database_url, upstream))) as live,
+    ):
+        yield live.url, create_key(database_url, tenant, "tests").secret, upstream
+
+
+def test_a_large_pdf_is_answered_and_the_thread_before_it_stays_in_the_window(
+    gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
+) -> None:
+    """The model's window is 8,000 tokens: counted by its base64 the PDF alone was over it (a
+    400); as one page it fits with the thread, and it reaches each kind of upstream as that
+    API's own file with the same bytes."""
+    url, key, upstream = gateway
+    thread = {"X-Thread-Id": "files-1"}
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client:
+        client.chat.completions.create(
+            model="answer-model",
+            messages=[{"role": "user", "content": "My name is Ada."}],
+            extra_headers=thread,
+        )
+        answer = client.chat.completions.create(
+            model="answer-model",
+            messages=[{"role": "user", "content": [SUMMARIZE, CHAT_FILE]}],
+            extra_headers=thread,
+        )
+    assert (answer.choices[0].message.content or "").startswith("Read ")
+    last = answers(upstream)[-1]
+    first, attached = user_contents(last)
+    assert "My name is Ada." in str(first)
+    file = {
+        "chat": {"type": "file", "file": {"filename": "report.pdf", "file_data": PDF_URL}},
+        "anthropic": {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_B64},
+            "title": "report.pdf",
+        },
+        "responses": {"type": "input_file", "file_data": PDF_URL, "filename": "report.pdf"},
+    }[upstream_api]
+    assert file in attached
+
+
+def test_a_claude_document_reaches_a_chat_model_as_its_file(
+    chat_gateway: tuple[str, str, ScriptedUpstream],
+) -> None:
+    url, key, upstream = chat_gateway
+    document: Any = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_B64},
+        "title": "Q3 report",
+    }
+    notes: Any = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "Budget: 4,000 euros."},
+    }
+    with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
+        claude.messages.create(
+            model="answer-model",
+            max_tokens=200,
+            messages=[
+                {"role": "user", "content": [document, notes, {"type": "text", "text": "Sum up."}]}
+            ],
+            extra_headers={"X-Thread-Id": "files-2"},
+        )
+    (content,) = user_contents(answers(upstream)[-1])
+    assert content == [
+        {"type": "file", "file": {"filename": "Q3 report", "file_data": PDF_URL}},
+        {"type": "text", "text": "Budget: 4,000 euros."},
+        {"type": "text", "text": "Sum up."},
+    ]
+
+
+def test_a_responses_file_reaches_a_chat_model_as_its_file(
+    chat_gateway: tuple[str, str, ScriptedUpstream],
+) -> None:
+    url, key, upstream = chat_gateway
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client:
+        client.responses.create(
+            model="answer-model",
+            input=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "Sum up."},
+                        {"type": "input_file", "file_data": PDF_URL, "filename": "a.pdf"},
+                        {"type": "input_file", "file_id": "file-abc123"},
+                    ],
+                }
+            ],
+            extra_headers={"X-Thread-Id": "files-3"},
+        )
+    (content,) = user_contents(answers(upstream)[-1])
+    assert content == [
+        {"type": "text", "text": "Sum up."},
+        {"type": "file", "file": {"filename": "a.pdf", "file_data": PDF_URL}},
+        {"type": "file", "file": {"file_id": "file-abc123"}},
+    ]
