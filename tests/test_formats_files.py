@@ -125,6 +125,17 @@ def test_a_responses_message_with_a_file_shows_it_to_a_chat_model() -> None:
     }
 
 
+def test_a_responses_image_by_file_id_is_named_for_a_chat_model() -> None:
+    """Chat takes an image by URL only: one by file id is a line naming it, where it was
+    left out of the chat view (not counted, and unknown to a chat model)."""
+    content = [
+        {"type": "input_text", "text": "What is this?"},
+        {"type": "input_image", "file_id": "file-img1", "detail": "auto"},
+    ]
+    (turn,) = responses.turns_of([{"role": "user", "content": content}])
+    assert turn.message["content"] == "What is this?\n[image: file-img1]"
+
+
 # -- chat files -> Anthropic and Responses ------------------------------------------------------
 
 

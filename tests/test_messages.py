@@ -304,8 +304,41 @@ def test_a_part_nested_too_deep_or_too_many_parts_is_refused() -> None:
     many = {"role": "user", "content": [{"type": "text", "text": "x"}] * (MAX_PARTS + 1)}
     with pytest.raises(wm.ValidationError, match="parts"):
         normalize_messages([many])
-    fine = {"role": "user", "content": [{"type": "input_audio", "input_audio": _nested(8)}]}
-    assert normalize_messages([fine])[0]["content"][0]["input_audio"] == _nested(8)
+    audio = {"data": "UklGRg==", "format": "wav", "extra": _nested(8)}
+    fine = {"role": "user", "content": [{"type": "input_audio", "input_audio": audio}]}
+    assert normalize_messages([fine])[0]["content"][0]["input_audio"] == audio
+
+
+@pytest.mark.parametrize(
+    ("part", "field", "reason"),
+    [
+        ({"type": "file"}, "file", "file_data or file_id"),
+        ({"type": "file", "file": {"filename": "a.pdf"}}, "file", "needs file_data"),
+        ({"type": "file", "file": {"file_data": ""}}, "file", "needs file_data"),
+        ({"type": "file", "file": {"file_id": 7}}, "file.file_id", "a string"),
+        ({"type": "input_audio", "input_audio": {"format": "wav"}}, "input_audio.data", "base64"),
+        ({"type": "input_audio", "input_audio": "UklGRg=="}, "input_audio.data", "base64"),
+    ],
+)
+def test_a_file_or_audio_part_without_its_content_is_refused(
+    part: dict[str, Any], field: str, reason: str
+) -> None:
+    """Stored, a file without its data or id would go upstream with every later request and
+    be refused there each time."""
+    with pytest.raises(wm.ValidationError, match=reason) as caught:
+        normalize_messages([{"role": "user", "content": [part]}])
+    assert caught.value.field == f"messages[0].content[0].{field}"
+
+
+def test_a_file_by_data_or_by_id_is_kept_as_sent() -> None:
+    parts = [
+        {
+            "type": "file",
+            "file": {"file_data": "data:application/pdf;base64,JVBERg==", "filename": "a.pdf"},
+        },
+        {"type": "file", "file": {"file_id": "file-abc"}},
+    ]
+    assert normalize_messages([{"role": "user", "content": parts}])[0]["content"] == parts
 
 
 @pytest.mark.parametrize(

@@ -67,6 +67,7 @@ def test_a_text_file_counts_its_text() -> None:
         ),
         pytest.param({"file_data": "data:application/pdf;base64,not base64!"}, id="bad-base64"),
         pytest.param({"file_data": data_url("application/pdf", pdf_bytes(0))}, id="no-pages"),
+        pytest.param({"file_data": base64.b64encode(b"PK\x03\x04").decode()}, id="bare-not-pdf"),
     ],
 )
 def test_a_file_it_cannot_measure_counts_one_page(file: dict[str, str]) -> None:
@@ -98,10 +99,20 @@ def test_an_mp3_counts_its_length_at_the_common_bit_rate() -> None:
     assert tokenizer.count_message(with_part(part)) == OVERHEAD + 4 * AUDIO_TOKENS_PER_SECOND
 
 
-def test_audio_that_does_not_decode_counts_one_token() -> None:
+@pytest.mark.parametrize("audio", [{"data": "???", "format": "wav"}, "UklGRg==", None])
+def test_audio_that_does_not_decode_counts_one_token(audio: object) -> None:
     tokenizer = tokenizer_for(GPT4O)
-    part = {"type": "input_audio", "input_audio": {"data": "???", "format": "wav"}}
+    part = {"type": "input_audio", "input_audio": audio}
     assert tokenizer.count_message(with_part(part)) == OVERHEAD + 1
+
+
+def test_a_wav_whose_header_cannot_be_read_counts_its_size() -> None:
+    """Not a WAV after all (or one `wave` does not read): its length from its size, as an
+    MP3's."""
+    tokenizer = tokenizer_for(GPT4O)
+    data = base64.b64encode(bytes(AUDIO_BYTES_PER_SECOND * 3)).decode()
+    part = {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}
+    assert tokenizer.count_message(with_part(part)) == OVERHEAD + 3 * AUDIO_TOKENS_PER_SECOND
 
 
 def test_every_tokenizer_counts_files_the_same_way() -> None:

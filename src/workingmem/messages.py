@@ -286,8 +286,26 @@ def _normalize_content(content: object, path: str, role: Role) -> str | list[dic
             image = part.get("image_url")
             if not isinstance(image, dict) or not isinstance(image.get("url"), str):
                 raise ValidationError(f"{part_path}.image_url.url", "must be a string")
+        elif kind == "file":
+            _check_file(part.get("file"), f"{part_path}.file")
+        elif kind == "input_audio":
+            audio = part.get("input_audio")
+            if not isinstance(audio, dict) or not isinstance(audio.get("data"), str):
+                raise ValidationError(f"{part_path}.input_audio.data", "must be a string (base64)")
         parts.append(dict(part))
     return parts
+
+
+def _check_file(file: object, path: str) -> None:
+    """A file part's file: its data or its id, for the model to read it; a part without either
+    would be refused upstream with every later request."""
+    if not isinstance(file, dict):
+        raise ValidationError(path, "must be an object with file_data or file_id")
+    for key in ("file_data", "file_id", "filename"):
+        if file.get(key) is not None and not isinstance(file[key], str):
+            raise ValidationError(f"{path}.{key}", "must be a string")
+    if not file.get("file_data") and not file.get("file_id"):
+        raise ValidationError(path, "needs file_data (base64) or file_id")
 
 
 def _normalize_tool_calls(tool_calls: object, path: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ Real `FunctionAgent` runs and `FunctionCallingLLM.predict_and_call` with the off
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 from llama_index.core.base.llms.types import (
+    AudioBlock,
     CacheControl,
     CachePoint,
     ChatMessage,
@@ -36,6 +38,7 @@ from workflows import Context
 from workflows.context.serializers import JsonSerializer
 
 import workingmem as wm
+from tests.helpers import GPT4O, pdf_bytes, wav_bytes
 from tests.integrations.llama_index_script import (
     SLIDING,
     WORKFLOW_WARNINGS,
@@ -47,7 +50,9 @@ from tests.integrations.llama_index_script import (
     lookup,
     says,
 )
-from workingmem.integrations.llama_index import WorkingMemoryBuffer
+from workingmem.integrations.llama_index import WorkingMemoryBuffer, to_native
+from workingmem.tokens._chat import IMAGE_LOW_DETAIL
+from workingmem.tokens._media import AUDIO_TOKENS_PER_SECOND, PDF_PAGE_TOKENS
 
 pytestmark = WORKFLOW_WARNINGS
 
@@ -126,9 +131,9 @@ async def test_content_blocks_are_kept_verbatim_and_counted_by_the_text_the_mode
 ) -> None:
     """A run whose messages carry citable sources, documents, images, cache points, thinking
     and citations is stored as it was and read back equal by the next run; the chat view
-    that counts the tokens and that other clients read holds the text the model reads (a
-    citable source's and a citation's text, a placeholder for media), never the thinking, a
-    cache point or a call's arguments as text."""
+    that counts the tokens and that other clients read holds what the model reads (a
+    citable source's and a citation's text, the image, a placeholder for a document by URL),
+    never the thinking, a cache point or a call's arguments as text."""
     memory = buffer(store=store, tenant_id=tenant, thread_id="rhine", config=SLIDING)
     model = ScriptedModel(rhine_model)
     agent = agent_for(model, FunctionTool.from_defaults(lookup))
@@ -141,7 +146,11 @@ async def test_content_blocks_are_kept_verbatim_and_counted_by_the_text_the_mode
     assert await chat_view(store, tenant, "rhine") == [
         {
             "role": "user",
-            "content": "How long is the Rhine?\nThe Rhine is 1,230 km long.\n[document]\n[image]",
+            "content": [
+                {"type": "text", "text": "How long is the Rhine?"},
+                {"type": "text", "text": "The Rhine is 1,230 km long.\n[document]"},
+                {"type": "image_url", "image_url": {"url": f"{RHINE}.png"}},
+            ],
         },
         {
             "role": "assistant",
@@ -160,6 +169,56 @@ async def test_content_blocks_are_kept_verbatim_and_counted_by_the_text_the_mode
 
     await agent.run(user_msg="And the Danube?", memory=memory)
     assert dumps(history(model.requests[-2])[:4]) == dumps(stored)
+
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_media_bytes_are_the_chat_parts_that_count_them(tmp_path: Path) -> None:
+    """An image's, a recording's and a document's bytes are the chat parts that carry them, so
+    that a PDF counts its pages where it was a placeholder's few tokens; media by path (read by
+    LlamaIndex at send time) stays a placeholder."""
+    pdf = pdf_bytes(3, padding=20_000)
+    on_disk = tmp_path / "notes.pdf"
+    on_disk.write_bytes(pdf_bytes(1))
+    message = ChatMessage(
+        role=MessageRole.USER,
+        blocks=[
+            TextBlock(text="What is in these?"),
+            ImageBlock(image=PNG, image_mimetype="image/png", detail="low"),
+            AudioBlock(audio=wav_bytes(2.0), format="wav"),
+            DocumentBlock(data=pdf, title="report.pdf", document_mimetype="application/pdf"),
+            DocumentBlock(path=on_disk),
+        ],
+    )
+    view = to_native(message).message
+    b64 = base64.b64encode
+    assert view["content"] == [
+        {"type": "text", "text": "What is in these?"},
+        {
+            "type": "image_url",
+            "image_url": {
+                "url": f"data:image/png;base64,{b64(PNG).decode()}",
+                "detail": "low",
+            },
+        },
+        {
+            "type": "input_audio",
+            "input_audio": {"data": b64(wav_bytes(2.0)).decode(), "format": "wav"},
+        },
+        {
+            "type": "file",
+            "file": {
+                "filename": "report.pdf",
+                "file_data": f"data:application/pdf;base64,{b64(pdf).decode()}",
+            },
+        },
+        {"type": "text", "text": "[document]"},
+    ]
+    tokenizer = wm.tokenizer_for(GPT4O)
+    texts = sum(map(tokenizer.count_text, ["What is in these?", "[document]"]))
+    media = IMAGE_LOW_DETAIL + 2 * AUDIO_TOKENS_PER_SECOND + 3 * PDF_PAGE_TOKENS
+    assert tokenizer.count_message(view) == 3 + 1 + texts + media
 
 
 # -- tool calls in additional_kwargs, in LlamaIndex's ToolSelection shape ------------------------

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from pydantic_ai import Agent, BinaryContent, ImageUrl, ModelRetry
 from pydantic_ai.messages import (
+    CachePoint,
+    DocumentUrl,
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -18,14 +20,18 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UploadedFile,
     UserContent,
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import workingmem as wm
+from tests.helpers import GPT4O, pdf_bytes, wav_bytes
 from tests.integrations.pydantic_ai_script import Script, Seen, assert_units_whole
 from workingmem.integrations.pydantic_ai import FORMAT, WorkingMemoryCapability, chat_messages
+from workingmem.tokens._chat import IMAGE_HIGH_DETAIL
+from workingmem.tokens._media import AUDIO_TOKENS_PER_SECOND, FILE_TOKENS, PDF_PAGE_TOKENS
 
 SLIDING = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
 Capabilities = Callable[..., WorkingMemoryCapability]
@@ -106,15 +112,17 @@ async def test_a_prompt_with_an_image_and_a_file_is_read_back_whole(
     store: wm.Store, tenant: str, capabilities: Capabilities
 ) -> None:
     """A prompt of text, an image URL and a file's bytes is stored whole (the next run gets
-    the same parts, bytes and all); its chat view, which other clients read, has the text and
-    the image, and the file as a placeholder."""
+    the same parts, bytes and all); its chat view, which other clients read and the window
+    counts, has the text, the image and the file as a chat file part (a PDF counted by its
+    pages, not as a placeholder's few tokens)."""
     memory = capabilities(store=store, tenant_id=tenant, thread_id="media", config=SLIDING)
     script = Script(answer="A cat on an invoice.")
     agent = script.agent(memory)
+    pdf = BinaryContent(data=pdf_bytes(1), media_type="application/pdf")
     prompt: list[UserContent] = [
         "What are these?",
         ImageUrl(url="https://example.com/cat.png"),
-        BinaryContent(data=b"%PDF-1.7 invoice", media_type="application/pdf"),
+        pdf,
     ]
     first = await agent.run(prompt)
     await agent.run("And the total?")
@@ -129,8 +137,38 @@ async def test_a_prompt_with_an_image_and_a_file_is_read_back_whole(
     assert turns[0].content == [
         {"type": "text", "text": "What are these?"},
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
-        {"type": "text", "text": "[BinaryContent]"},
+        {"type": "file", "file": {"filename": pdf.identifier, "file_data": pdf.data_uri}},
     ]
+    tokenizer = wm.tokenizer_for(GPT4O)
+    words_and_image = {"role": "user", "content": turns[0].content[:2]}
+    counted = tokenizer.count_message(turns[0].to_message())
+    assert counted == tokenizer.count_message(words_and_image) + PDF_PAGE_TOKENS
+
+
+def test_every_kind_of_prompt_content_has_the_chat_part_that_counts_it() -> None:
+    """Bytes become the chat part that carries them (an image, a WAV or MP3 recording, any
+    other file), a provider's uploaded file its id, content by URL a line naming it; a cache
+    point is no content."""
+    png = BinaryContent(data=b"\x89PNG\r\n", media_type="image/png")
+    wav = BinaryContent(data=wav_bytes(1.0), media_type="audio/wav")
+    ogg = BinaryContent(data=b"OggS", media_type="audio/ogg")
+    notes = BinaryContent(data=b"Budget: 4,000 euros.", media_type="text/plain")
+    uploaded = UploadedFile(file_id="file-abc", provider_name="openai")
+    report = DocumentUrl(url="https://example.com/report.pdf")
+    prompt: list[UserContent] = [png, wav, ogg, notes, uploaded, report, CachePoint()]
+    (view,) = chat_messages([ModelRequest(parts=[UserPromptPart(content=prompt)])])
+    assert view["content"] == [
+        {"type": "image_url", "image_url": {"url": png.data_uri}},
+        {"type": "input_audio", "input_audio": {"data": wav.base64, "format": "wav"}},
+        {"type": "file", "file": {"filename": ogg.identifier, "file_data": ogg.data_uri}},
+        {"type": "file", "file": {"filename": notes.identifier, "file_data": notes.data_uri}},
+        {"type": "file", "file": {"file_id": "file-abc"}},
+        {"type": "text", "text": "[document: https://example.com/report.pdf]"},
+    ]
+    tokenizer = wm.tokenizer_for(GPT4O)
+    texts = "Budget: 4,000 euros.", "[document: https://example.com/report.pdf]"
+    media = IMAGE_HIGH_DETAIL + AUDIO_TOKENS_PER_SECOND + 2 * FILE_TOKENS
+    assert tokenizer.count_message(view) == 3 + 1 + media + sum(map(tokenizer.count_text, texts))
 
 
 async def test_parallel_tool_results_another_client_stored_reach_the_model_as_one_request(

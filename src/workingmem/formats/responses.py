@@ -201,6 +201,8 @@ def _user_view(item: Mapping[str, Any]) -> Message:
         kind = part.get("type") if isinstance(part, Mapping) else None
         if kind == "input_image" and isinstance(part.get("image_url"), str):
             parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        elif kind == "input_image":  # by file id: chat takes an image by URL only
+            parts.append({"type": "text", "text": f"[image: {part.get('file_id') or 'attached'}]"})
         elif kind == "input_file":
             parts.append(chat_part_of_input_file(part))
         elif isinstance(part, Mapping) and isinstance(part.get("text"), str):

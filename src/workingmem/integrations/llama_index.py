@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from ..agent_memory import AgentMemory, AgentMemoryConfig
 from ..config import WorkingMemoryConfig
+from ..data_urls import data_url
 from ..errors import ValidationError
 from ..llm import LLMClient
 from ..messages import check_id
@@ -322,9 +323,9 @@ def _chat_view(item: dict[str, Any], field: str) -> Message:
     role = item.get("role")
     kwargs = item.get("additional_kwargs") or {}
     blocks = item.get("blocks") or []
-    text = "\n".join(part for block in blocks if (part := _block_text(block)) is not None)
     if role == "user":
-        return {"role": "user", "content": text}
+        return {"role": "user", "content": _user_content(blocks)}
+    text = "\n".join(part for block in blocks if (part := _block_text(block)) is not None)
     if role == "tool":
         call_id = kwargs.get("tool_call_id")
         if not isinstance(call_id, str):
@@ -344,6 +345,48 @@ def _chat_view(item: dict[str, Any], field: str) -> Message:
         f"is {role!r}; a thread stores user, assistant and tool messages (a system prompt "
         "belongs to the agent's system_prompt)",
     )
+
+
+def _user_content(blocks: Sequence[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A user message's chat content: its text, or parts when it carries an image, a
+    recording or a file, so that they count as the model reads them (`workingmem.tokens._media`)."""
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        part = _media_part(block)
+        if part is None and (text := _block_text(block)) is not None:
+            part = {"type": "text", "text": text}
+        if part is not None:
+            parts.append(part)
+    if all(part["type"] == "text" for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts
+
+
+def _media_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    """The chat part of an image (its bytes or URL), a WAV or MP3 recording's bytes or a
+    document's bytes; None for the rest (media by path or URL read as a placeholder)."""
+    kind = block.get("block_type")
+    if kind == "image" and (block.get("image") or block.get("url")):
+        url = (
+            data_url(block.get("image_mimetype") or "image/png", block["image"])
+            if block.get("image")
+            else str(block["url"])
+        )
+        detail = {"detail": block["detail"]} if block.get("detail") else {}
+        return {"type": "image_url", "image_url": {"url": url, **detail}}
+    if kind == "audio" and block.get("audio") and block.get("format") in ("wav", "mp3"):
+        return {
+            "type": "input_audio",
+            "input_audio": {"data": block["audio"], "format": block["format"]},
+        }
+    if kind == "document" and block.get("data"):
+        media = block.get("document_mimetype") or "application/pdf"
+        name = block.get("title") or "document"
+        return {
+            "type": "file",
+            "file": {"filename": name, "file_data": data_url(media, block["data"])},
+        }
+    return None
 
 
 def _block_text(block: dict[str, Any]) -> str | None:

@@ -46,6 +46,8 @@ try:
     from pydantic_ai import RunContext, Tool
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import (
+        BinaryContent,
+        FileUrl,
         ImageUrl,
         InstructionPart,
         ModelMessage,
@@ -58,6 +60,7 @@ try:
         TextPart,
         ToolCallPart,
         ToolReturnPart,
+        UploadedFile,
         UserContent,
         UserPromptPart,
     )
@@ -319,9 +322,25 @@ def _user_content(content: str | Sequence[UserContent]) -> str | list[dict[str, 
             parts.append({"type": "text", "text": item.content})
         elif isinstance(item, ImageUrl):
             parts.append({"type": "image_url", "image_url": {"url": item.url}})
-        else:  # files, audio, cache points: counted by a placeholder, kept in the item
-            parts.append({"type": "text", "text": f"[{type(item).__name__}]"})
+        elif isinstance(item, BinaryContent):
+            parts.append(_binary_part(item))
+        elif isinstance(item, UploadedFile):
+            parts.append({"type": "file", "file": {"file_id": item.file_id}})
+        elif isinstance(item, FileUrl):  # a document, audio or video by URL: named
+            kind = type(item).__name__.removesuffix("Url").lower()
+            parts.append({"type": "text", "text": f"[{kind}: {item.url}]"})
+        # a cache point is no content
     return parts or ""
+
+
+def _binary_part(item: BinaryContent) -> dict[str, Any]:
+    """Bytes as the chat part that carries them, so that they count as the model reads them
+    (`workingmem.tokens._media`): an image, a WAV or MP3 recording, else a file."""
+    if item.is_image:
+        return {"type": "image_url", "image_url": {"url": item.data_uri}}
+    if item.is_audio and item.format in ("wav", "mp3"):
+        return {"type": "input_audio", "input_audio": {"data": item.base64, "format": item.format}}
+    return {"type": "file", "file": {"filename": item.identifier, "file_data": item.data_uri}}
 
 
 def _load(item: dict[str, Any] | None, turn: Turn, tool_names: dict[str, str]) -> ModelMessage:
