@@ -7,8 +7,8 @@
 Each turn carries its number in the thread and its date (UTC), so that a summary can say when
 something happened and a model can answer "when did I ...": day, month name and year, as
 people write them (never 05/08, which reads two ways), then the time. A turn's text is its
-text parts, its calls as ``(called name(arguments))``; a very long turn is cut at
-`TURN_MAX_CHARS`.
+text parts and a name for each other part (``[file: report.pdf]``), its calls as
+``(called name(arguments))``; a very long turn is cut at `TURN_MAX_CHARS`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from .types import Turn
 
-__all__ = ["TURN_MAX_CHARS", "day_of", "render_turn", "render_turns", "text_of"]
+__all__ = ["TURN_MAX_CHARS", "day_of", "label", "render_turn", "render_turns", "text_of"]
 
 TURN_MAX_CHARS = 4_000
 """The longest a turn's text is rendered; the rest is cut, saying how much."""
@@ -68,12 +68,36 @@ def day_of(moment: datetime) -> str:
     return f"{moment.day} {_MONTHS[moment.month - 1]} {moment.year}"
 
 
-def text_of(content: str | list[dict[str, Any]] | None) -> str:
-    """A content's text: its text parts joined, other parts only counted."""
+def text_of(content: object, joiner: str = " ") -> str:
+    """A content's text: its text parts, each other part named where it stands (`label`)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    texts = [part["text"] for part in content if part.get("type") == "text"]
-    others = len(content) - len(texts)
-    return " ".join(texts) + (f" [{others} non-text part(s)]" if others else "")
+    if not isinstance(content, list):
+        return str(content)
+    return joiner.join(
+        part["text"]
+        if part.get("type") == "text" and isinstance(part.get("text"), str)
+        else label(part)
+        for part in content
+        if isinstance(part, dict)
+    )
+
+
+def label(part: dict[str, Any]) -> str:
+    """A non-text part as a reader of the text sees it: ``[image]``, ``[file: report.pdf]``,
+    ``[audio]``, a refusal's words, else ``[<type>]``; a helper model or a text-only model
+    then knows what was attached, and a summary can say so."""
+    kind = part.get("type")
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return str(part["refusal"])
+    if kind == "image_url":
+        return "[image]"
+    if kind == "input_audio":
+        return "[audio]"
+    if kind == "file":
+        file = part.get("file")
+        name = file.get("filename") if isinstance(file, dict) else None
+        return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
+    return f"[{kind}]"

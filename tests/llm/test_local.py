@@ -378,7 +378,7 @@ def test_chat_messages_flattens_what_a_chat_template_cannot_read() -> None:
     )
     assert messages == [
         {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "Look [1 non-text part(s)]"},
+        {"role": "user", "content": "Look\n[image]"},
         {"role": "assistant", "content": "(called f({}))"},
         {"role": "user", "content": "[tool result] 42"},
     ]

@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import ValidationError
+from ..transcript import text_of
 from ..types import MessageIn
 from ._grammar import cached_grammar, schema_grammar
 from ._local_scheduler import Job, LocalModelStats, Scheduler, WorkerInfo
@@ -345,14 +346,15 @@ LOCAL_OPTIONS = frozenset(
 def chat_messages(messages: Sequence[MessageIn]) -> list[dict[str, str]]:
     """OpenAI chat messages as the plain ``{"role", "content": str}`` a chat template reads.
 
-    Content parts are joined (non-text parts named, not sent); an assistant's tool calls are
-    written out as text; a tool result becomes a user message that says what it is (the model
-    was never trained on a ``tool`` role); ``developer`` is ``system``.
+    Content parts are joined (a non-text part named, ``[file: report.pdf]``, not sent); an
+    assistant's tool calls are written out as text; a tool result becomes a user message that
+    says what it is (the model was never trained on a ``tool`` role); ``developer`` is
+    ``system``.
     """
     plain: list[dict[str, str]] = []
     for message in messages:
         role = str(message.get("role", "user"))
-        text = _text_of(message.get("content"))
+        text = text_of(message.get("content"), "\n")
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             text += f"\n(called {function.get('name', '')}({function.get('arguments', '')}))"
@@ -364,22 +366,6 @@ def chat_messages(messages: Sequence[MessageIn]) -> list[dict[str, str]]:
             role = "user"
         plain.append({"role": role, "content": text.strip()})
     return plain
-
-
-def _text_of(content: object) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        ]
-        others = len(content) - len(texts)
-        return "\n".join(texts) + (f" [{others} non-text part(s)]" if others else "")
-    return str(content)
 
 
 def _schema_of(response_format: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StrictBool,
+    StrictInt,
+)
 
 from ..llm import Usage
 from ..messages import MAX_PARTS
@@ -95,7 +103,21 @@ class AudioPart(_Part):
     input_audio: InputAudio
 
 
+_FILLED: dict[str, JsonValue] = {"type": "string", "minLength": 1}
+
+
 class FileRef(_Part):
+    """A file: its data (base64, as a ``data:`` URL) or the id of an uploaded file, or both."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["file_data"], "properties": {"file_data": _FILLED}},
+                {"required": ["file_id"], "properties": {"file_id": _FILLED}},
+            ]
+        },
+    )
     file_data: str | None = None
     file_id: str | None = None
     filename: str | None = None
