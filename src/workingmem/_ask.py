@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._ask_locks import AskLock
 from ._ask_request import AskRequest
+from ._inline_files import within_file_bytes
 from .agent_memory import AgentMemory
 from .answers import AskResult
 from .context import AssembledContext, AssemblyWarning
@@ -185,7 +186,12 @@ class Ask:
             sent: Sequence[MessageIn] = context.messages
             if self.passthrough is None:
                 sent = await upstream_messages(
-                    gateway.store, gateway.native_format, self.tenant_id, self.thread_id, context
+                    gateway.store,
+                    gateway.native_format,
+                    self.tenant_id,
+                    self.thread_id,
+                    context,
+                    gateway.config.max_inline_file_bytes,
                 )
             reserve, options = plan.output_reserve_tokens, self.options or None
             if stream:
@@ -454,12 +460,25 @@ def agent_tools(agent: AgentMemory | None, user_id: str | None) -> list[dict[str
 
 
 async def upstream_messages(
-    store: Store, native: str | None, tenant_id: str, thread_id: str, context: AssembledContext
+    store: Store,
+    native: str | None,
+    tenant_id: str,
+    thread_id: str,
+    context: AssembledContext,
+    file_bytes: int,
 ) -> Sequence[MessageIn]:
     """The request's messages as the upstream takes them: for a client that speaks the
     format a window's turns were stored in (`native`: a Responses upstream), each such
     message carries its turn as stored (`formats.ORIGINAL_KEY`), so that what the chat view
-    cannot say (a reasoning item's encrypted content) goes back too."""
+    cannot say (a reasoning item's encrypted content) goes back too; the files of older
+    messages named once the newer ones' pass `file_bytes` (`within_file_bytes`)."""
+    sent = await _with_originals(store, native, tenant_id, thread_id, context)
+    return within_file_bytes(sent, file_bytes)
+
+
+async def _with_originals(
+    store: Store, native: str | None, tenant_id: str, thread_id: str, context: AssembledContext
+) -> Sequence[MessageIn]:
     loaded = context.loaded
     history = context.messages[1:]
     if native is None or loaded is None or not history:

@@ -494,7 +494,8 @@ class Gateway:
         counter = getattr(self.llm.client, "count_tokens", None)
         if counter is not None:
             native = self.native_format
-            sent = await upstream_messages(self.store, native, tenant_id, thread_id, context)
+            limit = self.config.max_inline_file_bytes
+            sent = await upstream_messages(self.store, native, tenant_id, thread_id, context, limit)
             new_items = request.items[placed.start :]  # one view per item
             counted: int = await counter(
                 model=plan.model.id,

@@ -69,6 +69,11 @@ class GatewayConfig(Settings):
     `ConflictError` (409): one ask at a time per thread, across processes."""
     max_tool_rounds: int = Field(default=4, ge=0, le=32)
     """How many rounds of agent-memory tool calls (spec 003's three tools) one answer may take."""
+    max_inline_file_bytes: int = Field(default=24 * 2**20, gt=0)
+    """The base64 of the files (images, documents, recordings) one upstream request carries,
+    at most: walking back from the question, an older message's files are named instead of
+    resent once the newer ones' pass it (the providers refuse a request of more than about
+    32 MB). The question's own files always go."""
     working_memory: WorkingMemoryConfig = Field(default_factory=WorkingMemoryConfig)
     """The thread memory's settings (spec 000/001: the built-in WorkingMemory's strategy,
     window, summary); a profile's `working_memory` overrides them. Agent memory (spec 003)

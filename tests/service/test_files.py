@@ -5,6 +5,7 @@ its pages, not its base64 (a 150 KB PDF was a request too large for any model)."
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,11 +13,11 @@ import anthropic
 import openai
 import pytest
 
-from tests.helpers import pdf_bytes, summarizing_responder
+from tests.helpers import assert_valid_anthropic_request, pdf_bytes, summarizing_responder
 from workingmem.llm.testing import Reply, ScriptedUpstream
 from workingmem.service import create_app
 
-from .conftest import settings_for
+from .conftest import CONFIG, settings_for
 from .live import LiveServer, create_key
 
 PDF_B64 = base64.b64encode(pdf_bytes(1, padding=150_000)).decode()
@@ -91,6 +92,8 @@ def test_a_large_pdf_is_answered_and_the_thread_before_it_stays_in_the_window(
         )
     assert (answer.choices[0].message.content or "").startswith("Read ")
     last = answers(upstream)[-1]
+    if upstream_api == "anthropic":
+        assert_valid_anthropic_request(last)
     first, attached = user_contents(last)
     assert "My name is Ada." in str(first)
     file = {
@@ -160,3 +163,78 @@ def test_a_responses_file_reaches_a_chat_model_as_its_file(
         {"type": "file", "file": {"filename": "a.pdf", "file_data": PDF_URL}},
         {"type": "file", "file": {"file_id": "file-abc123"}},
     ]
+
+
+def second_pdf() -> str:
+    return base64.b64encode(pdf_bytes(1, padding=150_000)).decode()
+
+
+@pytest.fixture
+def small_gateway(
+    database_url: str, tenant: str, upstream_api: str
+) -> Iterator[tuple[str, str, ScriptedUpstream]]:
+    """`gateway`, whose requests carry at most 300,000 characters of inline files: one PDF."""
+    config = CONFIG.model_copy(update={"max_inline_file_bytes": 300_000})
+    with ScriptedUpstream(responder=reading) as upstream:
+        settings = settings_for(database_url, upstream, upstream_api=upstream_api, gateway=config)
+        with LiveServer(create_app(settings)) as live:
+            yield live.url, create_key(database_url, tenant, "tests").secret, upstream
+
+
+def test_an_older_file_is_named_once_the_newer_fill_the_requests_files(
+    small_gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
+) -> None:
+    """Two PDFs of 200,000 characters of base64 with a limit of 300,000: the second question
+    sends its own PDF and names the first, on every kind of upstream."""
+    url, key, upstream = small_gateway
+    later_b64 = second_pdf()
+    later = f"data:application/pdf;base64,{later_b64}"
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client:
+        for name, data in (("first.pdf", PDF_URL), ("second.pdf", later)):
+            part: Any = {"type": "file", "file": {"filename": name, "file_data": data}}
+            client.chat.completions.create(
+                model="answer-model",
+                messages=[{"role": "user", "content": [SUMMARIZE, part]}],
+                extra_headers={"X-Thread-Id": "files-4"},
+            )
+    first, second = user_contents(answers(upstream)[-1])
+    named = {
+        "type": "input_text" if upstream_api == "responses" else "text",
+        "text": "[file: first.pdf, attached earlier]",
+    }
+    assert named in first
+    assert later_b64 in json.dumps(second)
+    assert PDF_B64 not in json.dumps(answers(upstream)[-1])
+
+
+def test_a_claude_document_stored_natively_is_named_once_older_files_fill_the_request(
+    database_url: str, tenant: str
+) -> None:
+    """A Claude client in front of an Anthropic upstream: the turns go back as stored, except
+    an older document past the limit, named in a text block."""
+    config = CONFIG.model_copy(update={"max_inline_file_bytes": 300_000})
+    with ScriptedUpstream(responder=reading) as upstream:
+        settings = settings_for(database_url, upstream, upstream_api="anthropic", gateway=config)
+        with (
+            LiveServer(create_app(settings)) as live,
+            anthropic.Anthropic(
+                base_url=live.url,
+                api_key=create_key(database_url, tenant, "tests").secret,
+                max_retries=0,
+            ) as claude,
+        ):
+            for title, data in (("First", PDF_B64), ("Second", second_pdf())):
+                source: Any = {"type": "base64", "media_type": "application/pdf", "data": data}
+                document: Any = {"type": "document", "source": source, "title": title}
+                claude.messages.create(
+                    model="answer-model",
+                    max_tokens=100,
+                    messages=[{"role": "user", "content": [document, SUMMARIZE]}],
+                    extra_headers={"X-Thread-Id": "files-5"},
+                )
+    last = answers(upstream)[-1]
+    assert_valid_anthropic_request(last)
+    first, second = user_contents(last)
+    assert {"type": "text", "text": "[file: First, attached earlier]"} in first
+    assert second[0]["type"] == "document"
+    assert second[0]["title"] == "Second"

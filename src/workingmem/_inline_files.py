@@ -1,0 +1,68 @@
+"""A request's inline files kept under the size an upstream takes: older ones named, not resent.
+
+    sent = within_file_bytes(messages, limit=24 * 2**20)
+
+A window counts a file by what the model reads (a PDF by its pages), so a thread can hold many
+of them in a few thousand tokens, while each is sent again as base64 with every call: a window
+of forty PDFs of 800 KB is a request the providers refuse for its size (about 32 MB at OpenAI
+and Anthropic), and every later call of the thread with it. Walking back from the newest
+message, the files are kept while their base64 fits `limit`; an older message's files are then
+named where they stood (``[file: report.pdf, attached earlier]``), so the model knows they were
+there. The newest message (the question) keeps its own, whatever their size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .formats import ORIGINAL_KEY
+from .transcript import label
+from .types import MessageIn
+
+__all__ = ["inline_bytes", "within_file_bytes"]
+
+
+def inline_bytes(part: object) -> int:
+    """The characters of base64 a content part carries (an image, a file or a recording sent
+    inline); 0 for text and for what is sent by URL or id."""
+    if not isinstance(part, Mapping):
+        return 0
+    kind = part.get("type")
+    inner = part.get(kind) if isinstance(kind, str) else None
+    if not isinstance(inner, Mapping):
+        return 0
+    value = {"image_url": "url", "file": "file_data", "input_audio": "data"}.get(str(kind))
+    data = inner.get(value) if value else None
+    if not isinstance(data, str) or (kind == "image_url" and not data.startswith("data:")):
+        return 0
+    return len(data)
+
+
+def within_file_bytes(messages: Sequence[MessageIn], limit: int) -> Sequence[MessageIn]:
+    """`messages` with the files of the older ones named instead of sent once the newer ones'
+    base64 passes `limit` (see the module's docstring). A message so changed goes as its chat
+    view: the original it carried for a native upstream (`ORIGINAL_KEY`) holds the same files.
+    A request within the limit is `messages` itself (a window of text is looked at once)."""
+    parts = [m["content"] for m in messages if isinstance(m.get("content"), list)]
+    if sum(inline_bytes(part) for content in parts for part in content) <= limit:
+        return messages
+    kept = 0
+    sent: list[MessageIn] = []
+    for position, message in enumerate(reversed(messages)):
+        content = message.get("content")
+        size = sum(map(inline_bytes, content)) if isinstance(content, list) else 0
+        if position == 0 or kept + size <= limit:
+            kept += size
+            sent.append(message)
+            continue
+        assert isinstance(content, list)
+        named = [_named(part) if inline_bytes(part) else part for part in content]
+        shed: dict[str, Any] = {k: v for k, v in message.items() if k != ORIGINAL_KEY}
+        sent.append({**shed, "content": named})
+    sent.reverse()
+    return sent
+
+
+def _named(part: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "text", "text": f"{label(dict(part))[:-1]}, attached earlier]"}
