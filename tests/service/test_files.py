@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -106,6 +107,9 @@ def test_a_large_pdf_is_answered_and_the_thread_before_it_stays_in_the_window(
         "responses": {"type": "input_file", "file_data": PDF_URL, "filename": "report.pdf"},
     }[upstream_api]
     assert file in attached
+    page = httpx.get(f"{url}/ui/threads/files-1", headers={"Authorization": f"Bearer {key}"})
+    assert page.status_code == 200
+    assert "Summarize this. [file: report.pdf]" in page.text  # the page names the file
 
 
 def test_a_claude_document_reaches_a_chat_model_as_its_file(

@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ...errors import NotFoundError, ValidationError
+from ...transcript import label
 from ..auth import (
     COOKIE,
     SESSION_SECONDS,
@@ -39,6 +40,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/ui", include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent.parent / "templates"))
 templates.env.filters["segment"] = lambda value: quote(str(value), safe="")
+templates.env.filters["part_label"] = label  # an attachment by its name: [file: report.pdf]
 """An id as one URL path segment: its slashes encoded too, so no browser resolves a part of
 it (urlencode keeps "/")."""
 
