@@ -171,14 +171,29 @@ def never_counting(tok: wm.Tokenizer) -> wm.Tokenizer:
     return Stored()
 
 
-def pdf_bytes(pages: int, *, padding: int = 0) -> bytes:
-    """A real PDF of `pages` blank pages, written by pypdf, made `padding` bytes larger by an
-    attachment of random bytes (a file's size is not what the model reads)."""
+def pdf_bytes(pages: int, *, padding: int = 0, text: str = "") -> bytes:
+    """A real PDF of `pages` pages, written by pypdf, blank or each saying `text` (one line,
+    in Helvetica), made `padding` bytes larger by an attachment of random bytes (a file's size
+    is not what the model reads)."""
     from pypdf import PdfWriter
+    from pypdf.generic import ContentStream, DecodedStreamObject, DictionaryObject, NameObject
 
     writer = PdfWriter()
     for _ in range(pages):
-        writer.add_blank_page(width=612, height=792)
+        page = writer.add_blank_page(width=612, height=792)
+        if text:
+            font = {"/Type": "/Font", "/Subtype": "/Type1", "/BaseFont": "/Helvetica"}
+            fonts = {
+                NameObject("/F1"): DictionaryObject(
+                    {NameObject(k): NameObject(v) for k, v in font.items()}
+                )
+            }
+            page[NameObject("/Resources")] = DictionaryObject(
+                {NameObject("/Font"): DictionaryObject(fonts)}
+            )
+            stream = DecodedStreamObject()
+            stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1"))
+            page.replace_contents(ContentStream(stream, writer))
     if padding:
         writer.add_attachment("padding.bin", os.urandom(padding))
     out = io.BytesIO()

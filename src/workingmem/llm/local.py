@@ -48,8 +48,9 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import ValidationError
-from ..transcript import text_of
+from ..transcript import label, text_of
 from ..types import MessageIn
+from ._file_text import file_text
 from ._grammar import cached_grammar, schema_grammar
 from ._local_scheduler import Job, LocalModelStats, Scheduler, WorkerInfo
 from ._weights import (
@@ -346,15 +347,15 @@ LOCAL_OPTIONS = frozenset(
 def chat_messages(messages: Sequence[MessageIn]) -> list[dict[str, str]]:
     """OpenAI chat messages as the plain ``{"role", "content": str}`` a chat template reads.
 
-    Content parts are joined (a non-text part named, ``[file: report.pdf]``, not sent); an
-    assistant's tool calls are written out as text; a tool result becomes a user message that
-    says what it is (the model was never trained on a ``tool`` role); ``developer`` is
-    ``system``.
+    Content parts are joined (a PDF or a text file as its text under its name, any other
+    non-text part named, ``[image]``); an assistant's tool calls are written out as text; a
+    tool result becomes a user message that says what it is (the model was never trained on a
+    ``tool`` role); ``developer`` is ``system``.
     """
     plain: list[dict[str, str]] = []
     for message in messages:
         role = str(message.get("role", "user"))
-        text = text_of(message.get("content"), "\n")
+        text = _content_text(message.get("content"))
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             text += f"\n(called {function.get('name', '')}({function.get('arguments', '')}))"
@@ -366,6 +367,21 @@ def chat_messages(messages: Sequence[MessageIn]) -> list[dict[str, str]]:
             role = "user"
         plain.append({"role": role, "content": text.strip()})
     return plain
+
+
+def _content_text(content: object) -> str:
+    """A message's text for a text model: its text parts, a file's own text under its name
+    (`file_text`), any other part named."""
+    if not isinstance(content, list):
+        return text_of(content)
+    return "\n".join(_part_text(part) for part in content if isinstance(part, dict))
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    file = part.get("file") if part.get("type") == "file" else None
+    data = file.get("file_data") if isinstance(file, dict) else None
+    text = file_text(data) if isinstance(data, str) else None
+    return f"{label(part)}\n{text}" if text else text_of([part])
 
 
 def _schema_of(response_format: dict[str, Any] | None) -> dict[str, Any] | None:

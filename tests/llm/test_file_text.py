@@ -1,0 +1,61 @@
+"""What the local model (a text model) reads of an attached file (workingmem.llm._file_text):
+a PDF's pages' text and a text file's text under the file's name, where it read the name only;
+any other file, or one that cannot be read, by its name."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from tests.helpers import data_url, pdf_bytes
+from workingmem.llm._file_text import MAX_CHARS, file_text
+from workingmem.llm.local import chat_messages
+
+
+def test_a_pdfs_pages_are_its_text() -> None:
+    pdf = pdf_bytes(2, text="Budget: 4,000 euros.")
+    assert file_text(data_url("application/pdf", pdf)) == (
+        "Budget: 4,000 euros.\n\nBudget: 4,000 euros."
+    )
+    assert file_text(base64.b64encode(pdf).decode()) == file_text(data_url("", pdf))
+
+
+def test_a_text_file_is_its_text() -> None:
+    assert file_text(data_url("text/markdown", b"# Plan\n- Lyon")) == "# Plan\n- Lyon"
+    long = data_url("text/plain", b"x" * (MAX_CHARS + 10))
+    assert len(file_text(long) or "") == MAX_CHARS
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        data_url("application/pdf", pdf_bytes(1)),  # no text on its page (a scan)
+        data_url("application/pdf", b"%PDF-1.7 cut short"),
+        data_url("application/zip", b"PK\x03\x04"),
+        "not base64!",
+    ],
+)
+def test_a_file_without_readable_text_has_none(data: str) -> None:
+    assert file_text(data) is None
+
+
+def test_the_local_model_reads_the_file_under_its_name() -> None:
+    report = data_url("application/pdf", pdf_bytes(1, text="Total: 1,250 euros."))
+    scan = data_url("application/pdf", pdf_bytes(1))
+    (message,) = chat_messages(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is the total?"},
+                    {"type": "file", "file": {"filename": "invoice.pdf", "file_data": report}},
+                    {"type": "file", "file": {"filename": "scan.pdf", "file_data": scan}},
+                    {"type": "file", "file": {"file_id": "file-abc"}},
+                ],
+            }
+        ]
+    )
+    assert message["content"] == (
+        "What is the total?\n[file: invoice.pdf]\nTotal: 1,250 euros.\n[file: scan.pdf]\n[file]"
+    )
