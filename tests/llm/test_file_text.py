@@ -5,12 +5,16 @@ any other file, or one that cannot be read, by its name."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import threading
+from typing import Any
 
 import pytest
 
 from tests.helpers import data_url, pdf_bytes
+from workingmem.llm import CallKind, CallMeta, local
 from workingmem.llm._file_text import MAX_CHARS, file_text
-from workingmem.llm.local import chat_messages
+from workingmem.llm.local import LOCAL_MODEL, LocalModelClient, chat_messages
 
 
 def test_a_pdfs_pages_are_its_text() -> None:
@@ -59,3 +63,34 @@ def test_the_local_model_reads_the_file_under_its_name() -> None:
     assert message["content"] == (
         "What is the total?\n[file: invoice.pdf]\nTotal: 1,250 euros.\n[file: scan.pdf]\n[file]"
     )
+
+
+async def test_the_file_is_read_off_the_event_loop(
+    model: LocalModelClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a long PDF takes seconds: the request is made in a thread, so the gateway's
+    event loop goes on serving other requests meanwhile."""
+    read_in: list[int] = []
+
+    def recording(data: str) -> str | None:
+        read_in.append(threading.get_ident())
+        return file_text(data)
+
+    monkeypatch.setattr(local, "file_text", recording)
+    plan = data_url("application/pdf", pdf_bytes(1, text="Budget: 4,000 euros."))
+    question: Any = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is the budget?"},
+            {"type": "file", "file": {"filename": "plan.pdf", "file_data": plan}},
+        ],
+    }
+    meta = CallMeta(tenant_id="t1", kind=CallKind.ANSWER, model=LOCAL_MODEL)
+    await model.complete(model=LOCAL_MODEL, messages=[question], meta=meta, max_tokens=4)
+    async with contextlib.aclosing(
+        model.stream(model=LOCAL_MODEL, messages=[question], meta=meta, max_tokens=4)
+    ) as events:
+        async for _ in events:
+            pass
+    assert len(read_in) == 2
+    assert threading.get_ident() not in read_in

@@ -229,7 +229,9 @@ class LocalModelClient:
         prompt longer than the context window, is an `LLMError` with status 400, as from an
         upstream. A cancelled call stops its generation.
         """
-        request = self._request(messages, max_tokens, temperature, response_format, options)
+        request = await asyncio.to_thread(
+            self._request, messages, max_tokens, temperature, response_format, options
+        )
         job = await self._submit(request, meta, stream=False)
         try:
             event = await job.events.get()
@@ -258,7 +260,9 @@ class LocalModelClient:
         usage is counted in the worker (llama.cpp streams none): the prompt as the chat
         template renders it, the answer's text tokenized again.
         """
-        request = self._request(messages, max_tokens, temperature, None, options)
+        request = await asyncio.to_thread(
+            self._request, messages, max_tokens, temperature, None, options
+        )
         job = await self._submit(request, meta, stream=True)
         try:
             while True:
@@ -299,7 +303,9 @@ class LocalModelClient:
         response_format: dict[str, Any] | None,
         options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The keywords of ``create_chat_completion``, checked; a schema becomes its grammar."""
+        """The keywords of ``create_chat_completion``, checked; a schema becomes its grammar.
+        Called in a thread: a PDF's text or a large schema's grammar is made there, not on the
+        event loop that serves every other request."""
         if max_tokens is not None and (
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
