@@ -201,3 +201,17 @@ def test_a_chat_message_with_a_file_reaches_responses_as_an_input_file() -> None
         "type": "input_file",
         "file_id": "file-abc",
     }
+
+
+def test_a_claude_pdf_reaches_a_responses_model_as_an_input_file() -> None:
+    """Across the chat view: an Anthropic turn sent to a Responses upstream."""
+    (turn,) = anthropic.turns_of([{"role": "user", "content": [pdf_document(title="r.pdf")]}])
+    (item,) = responses.items_of_message(turn.message)
+    assert item["content"] == [{"type": "input_file", "file_data": PDF_URL, "filename": "r.pdf"}]
+
+
+def test_a_responses_pdf_reaches_claude_as_a_document() -> None:
+    """Across the chat view: a Responses turn sent to an Anthropic upstream."""
+    part = {"type": "input_file", "file_data": PDF_URL, "filename": "r.pdf"}
+    (turn,) = responses.turns_of([{"role": "user", "content": [part]}])
+    assert anthropic.message_of(turn.message)["content"] == [{**pdf_document(), "title": "r.pdf"}]
