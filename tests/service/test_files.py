@@ -189,26 +189,45 @@ def test_an_older_file_is_named_once_the_newer_fill_the_requests_files(
     small_gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
 ) -> None:
     """Two PDFs of 200,000 characters of base64 with a limit of 300,000: the second question
-    sends its own PDF and names the first, on every kind of upstream."""
+    sends its own PDF and names the first, on every kind of upstream; the thread keeps both
+    files as sent (R25). A client that sends its own history (R28) has it sent as it came."""
     url, key, upstream = small_gateway
     later_b64 = second_pdf()
     later = f"data:application/pdf;base64,{later_b64}"
+    sent: list[Any] = []
     with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client:
         for name, data in (("first.pdf", PDF_URL), ("second.pdf", later)):
             part: Any = {"type": "file", "file": {"filename": name, "file_data": data}}
-            client.chat.completions.create(
-                model="answer-model",
-                messages=[{"role": "user", "content": [SUMMARIZE, part]}],
-                extra_headers={"X-Thread-Id": "files-4"},
+            sent.append({"role": "user", "content": [SUMMARIZE, part]})
+            answer = client.chat.completions.create(
+                model="answer-model", messages=[sent[-1]], extra_headers={"X-Thread-Id": "files-4"}
             )
-    first, second = user_contents(answers(upstream)[-1])
-    named = {
-        "type": "input_text" if upstream_api == "responses" else "text",
-        "text": "[file: first.pdf, attached earlier]",
-    }
-    assert named in first
-    assert later_b64 in json.dumps(second)
-    assert PDF_B64 not in json.dumps(answers(upstream)[-1])
+            sent.append({"role": "assistant", "content": answer.choices[0].message.content})
+        first, second = user_contents(answers(upstream)[-1])
+        named = {
+            "type": "input_text" if upstream_api == "responses" else "text",
+            "text": "[file: first.pdf, attached earlier]",
+        }
+        assert named in first
+        assert later_b64 in json.dumps(second)
+        assert PDF_B64 not in json.dumps(answers(upstream)[-1])
+
+        stored = httpx.get(
+            f"{url}/v1/threads/files-4/messages", headers={"Authorization": f"Bearer {key}"}
+        ).json()["data"]
+        assert [m["content"] for m in stored if m["role"] == "user"] == [
+            sent[0]["content"],
+            sent[2]["content"],
+        ]
+
+        client.chat.completions.create(
+            model="answer-model",
+            messages=[*sent, {"role": "user", "content": "Which is longer?"}],
+            extra_headers={"X-Thread-Id": "files-4", "X-Workingmem-History": "client"},
+        )
+    whole = json.dumps(answers(upstream)[-1])
+    assert PDF_B64 in whole
+    assert later_b64 in whole
 
 
 def test_a_claude_document_stored_natively_is_named_once_older_files_fill_the_request(
