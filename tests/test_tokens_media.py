@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import data_url, pdf_bytes, wav_bytes
 from workingmem.data_urls import decoded_data_url
-from workingmem.tokens import tokenizer_for
+from workingmem.tokens import _media, tokenizer_for
 from workingmem.tokens._media import (
     AUDIO_BYTES_PER_SECOND,
     AUDIO_TOKENS_PER_SECOND,
@@ -18,6 +18,7 @@ from workingmem.tokens._media import (
     PDF_PAGE_TOKENS,
     pdf_pages,
 )
+from workingmem.tokens._recent import counting_for
 from workingmem.types import ModelInfo
 
 GPT4O = ModelInfo(id="gpt-4o", context_window=128_000)
@@ -137,3 +138,24 @@ def test_every_tokenizer_counts_files_the_same_way() -> None:
 )
 def test_data_urls(value: object, expected: tuple[str, bytes] | None) -> None:
     assert decoded_data_url(value) == expected
+
+
+def test_a_pdf_is_read_once_per_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ask counts its question twice (to choose the window, then to store it): pypdf reads
+    the file once. The count is kept per tenant, as a text's is: another tenant's ask reads it
+    again (a quicker count would tell it the file was sent before)."""
+    read: list[int] = []
+
+    def reading(data: bytes) -> int | None:
+        read.append(len(data))
+        return pdf_pages(data)
+
+    monkeypatch.setattr(_media, "pdf_pages", reading)
+    tokenizer = tokenizer_for(GPT4O)
+    message = with_part(file_part(file_data=data_url("application/pdf", pdf_bytes(2))))
+    with counting_for("tenant-a"):
+        counts = {tokenizer.count_message(message) for _ in range(3)}
+    with counting_for("tenant-b"):
+        counts.add(tokenizer.count_message(message))
+    assert counts == {OVERHEAD + 2 * PDF_PAGE_TOKENS}
+    assert len(read) == 2

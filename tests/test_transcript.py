@@ -24,9 +24,14 @@ REPORT = {
     ("part", "named"),
     [
         (REPORT, "[file: report.pdf]"),
-        ({"type": "file", "file": {"file_id": "file-abc"}}, "[file]"),
+        ({"type": "file", "file": {"file_id": "file-abc"}}, "[file: file-abc]"),
+        ({"type": "file", "file": {}}, "[file]"),
         ({"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}, "[image]"),
-        ({"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}, "[audio]"),
+        (
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+            "[audio: wav]",
+        ),
+        ({"type": "input_audio", "input_audio": {"data": "UklGRg=="}}, "[audio]"),
         ({"type": "refusal", "refusal": "I can't help with that."}, "I can't help with that."),
         ({"type": "video_url"}, "[video_url]"),
     ],

@@ -17,10 +17,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .formats import ORIGINAL_KEY
-from .transcript import label
+from .formats.files import label
 from .types import MessageIn
 
 __all__ = ["inline_bytes", "within_file_bytes"]
+
+
+_PAYLOAD = {"image_url": "url", "file": "file_data", "input_audio": "data"}
+"""Where each kind of part carries its base64."""
 
 
 def inline_bytes(part: object) -> int:
@@ -32,8 +36,8 @@ def inline_bytes(part: object) -> int:
     inner = part.get(kind) if isinstance(kind, str) else None
     if not isinstance(inner, Mapping):
         return 0
-    value = {"image_url": "url", "file": "file_data", "input_audio": "data"}.get(str(kind))
-    data = inner.get(value) if value else None
+    field = _PAYLOAD.get(str(kind))
+    data = inner.get(field) if field else None
     if not isinstance(data, str) or (kind == "image_url" and not data.startswith("data:")):
         return 0
     return len(data)
@@ -65,4 +69,4 @@ def within_file_bytes(messages: Sequence[MessageIn], limit: int) -> Sequence[Mes
 
 
 def _named(part: Mapping[str, Any]) -> dict[str, Any]:
-    return {"type": "text", "text": f"{label(dict(part))[:-1]}, attached earlier]"}
+    return {"type": "text", "text": f"{label(part)[:-1]}, attached earlier]"}

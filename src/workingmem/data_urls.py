@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-__all__ = ["data_url", "decoded_data_url", "is_text"]
+__all__ = ["data_url", "decoded_data_url", "is_pdf", "is_text", "split_data_url"]
 
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/x-yaml")
 
@@ -21,22 +21,39 @@ def data_url(media_type: str, data: str) -> str:
     return f"data:{media_type};base64,{data}"
 
 
-def decoded_data_url(value: object) -> tuple[str, bytes] | None:
-    """The media type (lower case, no parameters) and bytes of a ``data:<type>;base64,<data>``
-    URL, or of bare base64 (type ``""``); None for anything else (a URL, an id, base64 that does
-    not decode)."""
+def split_data_url(value: object) -> tuple[str, str] | None:
+    """The media type (lower case, no parameters) and base64 payload of a
+    ``data:<type>;base64,<data>`` URL, or of bare base64 (type ``""``), nothing decoded; None for
+    anything else (a URL, a data URL that is not base64)."""
     if not isinstance(value, str) or not value:
         return None
-    media = ""
-    if value.startswith("data:"):
-        header, sep, value = value[5:].partition(",")
-        if not sep or not header.endswith(";base64"):
-            return None
-        media = header[: -len(";base64")].split(";", 1)[0].strip().lower()
+    if not value.startswith("data:"):
+        return "", value
+    header, sep, payload = value[5:].partition(",")
+    if not sep or not header.endswith(";base64"):
+        return None
+    return header[: -len(";base64")].split(";", 1)[0].strip().lower(), payload
+
+
+def decoded_data_url(value: object) -> tuple[str, bytes] | None:
+    """`split_data_url` with the payload decoded; None also for base64 that does not decode."""
+    found = split_data_url(value)
+    if found is None:
+        return None
     try:
-        return media, base64.b64decode(value, validate=True)
+        return found[0], base64.b64decode(found[1], validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+_PDF_BASE64 = base64.b64encode(b"%PDF-")[:6].decode()
+"""How every PDF's base64 begins: ``JVBERi``, what ``%PDF-`` starts as."""
+
+
+def is_pdf(media_type: str, payload: str) -> bool:
+    """Whether a `split_data_url` is a PDF (by its first bytes, where a type says nothing or
+    says PDF), without decoding it."""
+    return media_type in ("", "application/pdf") and payload.startswith(_PDF_BASE64)
 
 
 def is_text(media_type: str) -> bool:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
+from .formats.files import label
 from .types import Turn
 
 __all__ = ["TURN_MAX_CHARS", "day_of", "label", "render_turn", "render_turns", "text_of"]
@@ -83,21 +83,3 @@ def text_of(content: object, joiner: str = " ") -> str:
         for part in content
         if isinstance(part, dict)
     )
-
-
-def label(part: dict[str, Any]) -> str:
-    """A non-text part as a reader of the text sees it: ``[image]``, ``[file: report.pdf]``,
-    ``[audio]``, a refusal's words, else ``[<type>]``; a helper model or a text-only model
-    then knows what was attached, and a summary can say so."""
-    kind = part.get("type")
-    if kind == "refusal" and isinstance(part.get("refusal"), str):
-        return str(part["refusal"])
-    if kind == "image_url":
-        return "[image]"
-    if kind == "input_audio":
-        return "[audio]"
-    if kind == "file":
-        file = part.get("file")
-        name = file.get("filename") if isinstance(file, dict) else None
-        return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
-    return f"[{kind}]"

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import data_url, pdf_bytes
-from workingmem.llm import CallKind, CallMeta, local
+from workingmem.llm import CallKind, CallMeta, _file_text, local
 from workingmem.llm._file_text import MAX_CHARS, file_text
 from workingmem.llm.local import LOCAL_MODEL, LocalModelClient, chat_messages
+from workingmem.tokens._recent import counting_for
 
 
 def test_a_pdfs_pages_are_its_text() -> None:
@@ -61,7 +62,8 @@ def test_the_local_model_reads_the_file_under_its_name() -> None:
         ]
     )
     assert message["content"] == (
-        "What is the total?\n[file: invoice.pdf]\nTotal: 1,250 euros.\n[file: scan.pdf]\n[file]"
+        "What is the total?\n[file: invoice.pdf]\nTotal: 1,250 euros.\n[file: scan.pdf]\n"
+        "[file: file-abc]"
     )
 
 
@@ -94,3 +96,25 @@ async def test_the_file_is_read_off_the_event_loop(
             pass
     assert len(read_in) == 2
     assert threading.get_ident() not in read_in
+
+
+def test_a_file_is_read_once_per_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread resends its files with every call: a tenant's file is read once; another
+    tenant's read of the same file is not quicker for it (nothing kept outside a tenant)."""
+    read: list[str] = []
+    real = _file_text._read
+
+    def reading(data: str) -> str | None:
+        read.append(data)
+        return real(data)
+
+    monkeypatch.setattr(_file_text, "_read", reading)
+    _file_text._kept.cache_clear()
+    plan = data_url("application/pdf", pdf_bytes(1, text="Budget: 4,000 euros."))
+    with counting_for("tenant-a"):
+        assert {file_text(plan) for _ in range(3)} == {"Budget: 4,000 euros."}
+    with counting_for("tenant-b"):
+        file_text(plan)
+    file_text(plan)
+    file_text(plan)
+    assert len(read) == 4  # once for each tenant, and each time outside a tenant's ask

@@ -23,10 +23,9 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..data_urls import data_url
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
-from .files import chat_part_of_document, document_of_chat_part
+from .files import chat_part_of_document, document_of_chat_part, image_url_of
 
 __all__ = [
     "ERROR_TYPES",
@@ -168,7 +167,7 @@ def _user_view(blocks: list[dict[str, Any]]) -> Message:
         if kind == "text":
             parts.append({"type": "text", "text": str(block.get("text", ""))})
         elif kind == "image":
-            url = _image_url(block.get("source"))
+            url = image_url_of(block.get("source"))
             if url is not None:
                 parts.append({"type": "image_url", "image_url": {"url": url}})
             else:  # by Anthropic file id: nothing a chat model can open
@@ -182,16 +181,6 @@ def _user_view(blocks: list[dict[str, Any]]) -> Message:
     if all(part["type"] == "text" for part in parts):
         return _said("\n".join(part["text"] for part in parts))
     return {"role": "user", "content": parts}
-
-
-def _image_url(source: object) -> str | None:
-    if not isinstance(source, Mapping):
-        return None
-    if source.get("type") == "base64":
-        return data_url(str(source.get("media_type", "image/png")), str(source.get("data", "")))
-    if source.get("type") == "url" and isinstance(source.get("url"), str):
-        return str(source["url"])
-    return None
 
 
 def _tool_view(block: Mapping[str, Any]) -> Message:

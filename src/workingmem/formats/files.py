@@ -16,13 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..data_urls import data_url, decoded_data_url, is_text
+from ..data_urls import data_url, decoded_data_url, is_pdf, is_text, split_data_url
 
 __all__ = [
     "chat_part_of_document",
     "chat_part_of_input_file",
     "document_of_chat_part",
+    "image_url_of",
     "input_file_of_chat_part",
+    "label",
 ]
 
 _DOCUMENT_NAME = "document.pdf"
@@ -32,6 +34,38 @@ _DOCUMENT_NAME = "document.pdf"
 
 def _said(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
+
+
+def label(part: Mapping[str, Any]) -> str:
+    """A chat part as a reader of text sees it: ``[image]``, ``[file: report.pdf]`` (else its
+    id), ``[audio: wav]``, a refusal's words, else ``[<type>]``. The line a model gets for what
+    its API cannot carry, and what a transcript, a summary or a text-only model reads: the
+    model knows what was attached."""
+    kind = part.get("type")
+    if kind == "refusal" and isinstance(part.get("refusal"), str):
+        return str(part["refusal"])
+    if kind == "image_url":
+        return "[image]"
+    inner = part.get(str(kind))
+    inner = inner if isinstance(inner, Mapping) else {}
+    if kind == "input_audio":
+        return f"[audio: {inner['format']}]" if isinstance(inner.get("format"), str) else "[audio]"
+    if kind == "file":
+        name = inner.get("filename") or inner.get("file_id")
+        return f"[file: {name}]" if isinstance(name, str) and name else "[file]"
+    return f"[{kind}]"
+
+
+def image_url_of(source: object) -> str | None:
+    """An Anthropic image's source as the URL a chat ``image_url`` takes: its base64 as a
+    ``data:`` URL, or its URL; None for one by file id."""
+    if not isinstance(source, Mapping):
+        return None
+    if source.get("type") == "base64":
+        return data_url(str(source.get("media_type", "image/png")), str(source.get("data", "")))
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return str(source["url"])
+    return None
 
 
 def chat_part_of_document(block: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -65,13 +99,8 @@ def _content_parts(content: object, title: str | None) -> list[dict[str, Any]]:
             continue
         if block.get("type") == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
-        elif block.get("type") == "image":
-            source = block.get("source")
-            if isinstance(source, Mapping) and source.get("type") == "base64":
-                url = data_url(str(source.get("media_type", "image/png")), str(source["data"]))
-                images.append({"type": "image_url", "image_url": {"url": url}})
-            elif isinstance(source, Mapping) and isinstance(source.get("url"), str):
-                images.append({"type": "image_url", "image_url": {"url": source["url"]}})
+        elif block.get("type") == "image" and (url := image_url_of(block.get("source"))):
+            images.append({"type": "image_url", "image_url": {"url": url}})
     return ([_said("\n\n".join(texts))] if texts else []) + images
 
 
@@ -93,28 +122,22 @@ def chat_part_of_input_file(part: Mapping[str, Any]) -> dict[str, Any]:
 
 def document_of_chat_part(part: Mapping[str, Any]) -> dict[str, Any]:
     """A chat ``file`` or ``input_audio`` part as an Anthropic block: a PDF as a base64
-    ``document``, a text file as a text document; what Claude cannot take (an OpenAI file id,
-    another kind of file, audio) as a text block naming it."""
-    if part.get("type") == "input_audio":
-        audio = part.get("input_audio")
-        kind = audio.get("format") if isinstance(audio, Mapping) else None
-        return _said(f"[audio: {kind or 'attached'}]")
-    file = _file_of(part)
+    ``document`` (its bytes not decoded), a text file as a text document; what Claude cannot
+    take (an OpenAI file id, another kind of file, audio) as a text block naming it."""
+    file = _file_of(part) if part.get("type") == "file" else {}
     name = file.get("filename") if isinstance(file.get("filename"), str) else None
-    data = file.get("file_data")
-    found = decoded_data_url(data)
     titled = {"title": name} if name else {}
-    if found is not None:
-        media, raw = found
-        if media in ("", "application/pdf") and raw.startswith(b"%PDF-"):
-            payload = str(data).rpartition(",")[2]
-            source = {"type": "base64", "media_type": "application/pdf", "data": payload}
+    found = split_data_url(file.get("file_data"))
+    if found is not None and is_pdf(*found):
+        source = {"type": "base64", "media_type": "application/pdf", "data": found[1]}
+        return {"type": "document", "source": source, **titled}
+    if found is not None and is_text(found[0]):
+        text = decoded_data_url(file.get("file_data"))
+        if text is not None:
+            data = text[1].decode("utf-8", errors="replace")
+            source = {"type": "text", "media_type": "text/plain", "data": data}
             return {"type": "document", "source": source, **titled}
-        if is_text(media):
-            text = raw.decode("utf-8", errors="replace")
-            source = {"type": "text", "media_type": "text/plain", "data": text}
-            return {"type": "document", "source": source, **titled}
-    return _said(f"[file: {name or file.get('file_id') or 'attached'}]")
+    return _said(label(part))
 
 
 def _file_of(part: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -126,9 +149,7 @@ def input_file_of_chat_part(part: Mapping[str, Any]) -> dict[str, Any]:
     """A chat ``file`` part as a Responses ``input_file`` (the same fields); an ``input_audio``
     part, which a Responses message has no part for, as a line naming it."""
     if part.get("type") == "input_audio":
-        audio = part.get("input_audio")
-        kind = audio.get("format") if isinstance(audio, Mapping) else None
-        return {"type": "input_text", "text": f"[audio: {kind or 'attached'}]"}
+        return {"type": "input_text", "text": label(part)}
     file = _file_of(part)
     fields = {key: file[key] for key in ("file_data", "file_id", "filename") if key in file}
     return {"type": "input_file", **fields}

@@ -4,7 +4,7 @@
 
 A text model cannot see a PDF, but it can read what the PDF says: its pages' text, as pypdf
 extracts it, or a text file's own text. Each file is read once while it stays among the
-recent ones (a thread resends its window, files included, with every call).
+recent ones of its tenant (a thread resends its window, files included, with every call).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import functools
 import io
 
 from ..data_urls import decoded_data_url, is_text
+from ..tokens._recent import counting_scope
 
 __all__ = ["MAX_CHARS", "file_text"]
 
@@ -21,11 +22,21 @@ MAX_CHARS = 100_000
 that the window's budget, not this, is what limits it."""
 
 
-@functools.lru_cache(maxsize=16)
 def file_text(file_data: str) -> str | None:
     """The text of a file sent inline (a ``data:`` URL or base64): a text file's, a PDF's
     pages' (extraction stops past `MAX_CHARS`); None for another kind of file, or one that
-    cannot be read."""
+    cannot be read. Kept per tenant, as counts are (`counting_scope`): a file read quicker
+    because another tenant sent it would tell them so."""
+    scope = counting_scope()
+    return _read(file_data) if scope is None else _kept(scope, file_data)
+
+
+@functools.lru_cache(maxsize=16)
+def _kept(scope: str, file_data: str) -> str | None:
+    return _read(file_data)
+
+
+def _read(file_data: str) -> str | None:
     found = decoded_data_url(file_data)
     if found is None:
         return None

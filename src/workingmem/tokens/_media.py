@@ -20,7 +20,8 @@ import wave
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from workingmem.data_urls import decoded_data_url, is_text
+from workingmem.data_urls import decoded_data_url, is_pdf, is_text, split_data_url
+from workingmem.tokens._recent import RecentCounts
 
 __all__ = [
     "AUDIO_BYTES_PER_SECOND",
@@ -72,29 +73,50 @@ def pdf_pages(data: bytes) -> int | None:
 def file_tokens(file: object, count_text: Callable[[str], int]) -> int:
     """A chat ``file`` part's ``file`` object: a PDF's pages, a text file's text (counted with
     `count_text`), else `FILE_TOKENS`."""
-    found = decoded_data_url(file.get("file_data")) if isinstance(file, Mapping) else None
+    data = file.get("file_data") if isinstance(file, Mapping) else None
+    found = split_data_url(data)
     if found is None:
         return FILE_TOKENS
-    media, data = found
+    media, payload = found
     if is_text(media):
-        return count_text(data.decode("utf-8", errors="replace"))
-    pages = pdf_pages(data) if media in ("", "application/pdf") else None
-    return FILE_TOKENS if pages is None else pages * PDF_PAGE_TOKENS
+        text = decoded_data_url(data)
+        return FILE_TOKENS if text is None else count_text(text[1].decode("utf-8", "replace"))
+    pages = _PAGES(payload) if is_pdf(media, payload) else 0
+    return pages * PDF_PAGE_TOKENS if pages else FILE_TOKENS
+
+
+def _pages_of(payload: str) -> int:
+    found = decoded_data_url(payload)
+    return (pdf_pages(found[1]) or 0) if found is not None else 0
+
+
+_PAGES = RecentCounts(_pages_of, max_chars=16 << 20, min_chars=0)
+"""A PDF's pages by its base64, kept per tenant as a text's count is (`RecentCounts`): an ask
+counts its question twice (to choose the window, then to store it), and a thread counted
+with a second tokenizer counts its files again; pypdf reads each once."""
 
 
 def audio_tokens(audio: object) -> int:
     """A chat ``input_audio`` part's ``input_audio`` object (``data``, ``format``): its length
-    in seconds at `AUDIO_TOKENS_PER_SECOND`, at least one token."""
-    if not isinstance(audio, Mapping):
+    in seconds at `AUDIO_TOKENS_PER_SECOND`, at least one token. Only a WAV's header is
+    decoded; another recording's length comes from its base64's length."""
+    found = split_data_url(audio.get("data")) if isinstance(audio, Mapping) else None
+    if found is None or decoded_data_url(found[1][:4]) is None:
         return 1
-    found = decoded_data_url(audio.get("data"))
-    if found is None:
-        return 1
-    data = found[1]
-    seconds = _wav_seconds(data) if audio.get("format") == "wav" else None
+    payload = found[1]
+    seconds = None
+    if isinstance(audio, Mapping) and audio.get("format") == "wav":
+        head = decoded_data_url(payload[:_WAV_HEAD])
+        seconds = _wav_seconds(head[1]) if head is not None else None
     if seconds is None:
-        seconds = len(data) / AUDIO_BYTES_PER_SECOND
+        padding = len(payload) - len(payload.rstrip("="))
+        seconds = (len(payload) * 3 // 4 - padding) / AUDIO_BYTES_PER_SECOND
     return max(1, math.ceil(seconds * AUDIO_TOKENS_PER_SECOND))
+
+
+_WAV_HEAD = 4096
+"""The base64 characters of a WAV read for its header (3 KB: its format and the size of its
+samples, before any sample)."""
 
 
 def _wav_seconds(data: bytes) -> float | None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["RecentCounts", "counting_for"]
+__all__ = ["RecentCounts", "counting_for", "counting_scope"]
 
 MIN_CHARS = 32
 """Shorter texts are counted every time: a few microseconds, less than keeping them."""
@@ -42,6 +42,12 @@ def counting_for(scope: str) -> Iterator[None]:
         yield
     finally:
         _SCOPE.reset(token)
+
+
+def counting_scope() -> str | None:
+    """Whose counting it is now (`counting_for`), or None outside any scope: for another
+    cache that must be kept per tenant for the same reason."""
+    return _SCOPE.get()
 
 
 class RecentCounts:
