@@ -19,6 +19,7 @@ from typing import Any
 from ..data_urls import data_url, decoded_data_url, is_pdf, is_text, split_data_url
 
 __all__ = [
+    "chat_part_of_bytes",
     "chat_part_of_document",
     "chat_part_of_input_file",
     "document_of_chat_part",
@@ -66,6 +67,27 @@ def image_url_of(source: object) -> str | None:
     if source.get("type") == "url" and isinstance(source.get("url"), str):
         return str(source["url"])
     return None
+
+
+_AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
+"""The recordings a chat ``input_audio`` part takes, by media type."""
+
+
+def chat_part_of_bytes(media_type: str, data: str, name: str) -> dict[str, Any]:
+    """A framework's bytes (`data`, base64) as the chat part that carries them, so that they
+    count as the model reads them: an image, a WAV or MP3 recording, else a file named `name`."""
+    if media_type.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": data_url(media_type, data)}}
+    if media_type in _AUDIO_FORMATS:
+        audio = {"data": data, "format": _AUDIO_FORMATS[media_type]}
+        return {"type": "input_audio", "input_audio": audio}
+    return {"type": "file", "file": {"filename": name, "file_data": data_url(media_type, data)}}
 
 
 def chat_part_of_document(block: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 from ..agent_memory import AgentMemory, AgentMemoryConfig
 from ..config import WorkingMemoryConfig
-from ..data_urls import data_url
 from ..errors import ValidationError
+from ..formats.files import chat_part_of_bytes
 from ..llm import LLMClient
 from ..messages import check_id
 from ..stores import Store
@@ -363,30 +363,24 @@ def _user_content(blocks: Sequence[dict[str, Any]]) -> str | list[dict[str, Any]
 
 
 def _media_part(block: dict[str, Any]) -> dict[str, Any] | None:
-    """The chat part of an image (its bytes or URL), a WAV or MP3 recording's bytes or a
-    document's bytes; None for the rest (media by path or URL read as a placeholder)."""
+    """The chat part of an image (its bytes or URL), a recording's or a document's bytes;
+    None for the rest (media by path or URL read as a placeholder)."""
     kind = block.get("block_type")
-    if kind == "image" and (block.get("image") or block.get("url")):
-        url = (
-            data_url(block.get("image_mimetype") or "image/png", block["image"])
-            if block.get("image")
-            else str(block["url"])
-        )
-        detail = {"detail": block["detail"]} if block.get("detail") else {}
-        return {"type": "image_url", "image_url": {"url": url, **detail}}
-    if kind == "audio" and block.get("audio") and block.get("format") in ("wav", "mp3"):
-        return {
-            "type": "input_audio",
-            "input_audio": {"data": block["audio"], "format": block["format"]},
-        }
-    if kind == "document" and block.get("data"):
+    if kind == "image" and block.get("image"):
+        media = block.get("image_mimetype") or "image/png"
+        part = chat_part_of_bytes(media, block["image"], "image")
+    elif kind == "image" and block.get("url"):
+        part = {"type": "image_url", "image_url": {"url": str(block["url"])}}
+    elif kind == "audio" and block.get("audio"):
+        part = chat_part_of_bytes(f"audio/{block.get('format')}", block["audio"], "audio")
+    elif kind == "document" and block.get("data"):
         media = block.get("document_mimetype") or "application/pdf"
-        name = block.get("title") or "document"
-        return {
-            "type": "file",
-            "file": {"filename": name, "file_data": data_url(media, block["data"])},
-        }
-    return None
+        part = chat_part_of_bytes(media, block["data"], block.get("title") or "document")
+    else:
+        return None
+    if part["type"] == "image_url" and block.get("detail"):
+        part["image_url"]["detail"] = block["detail"]
+    return part
 
 
 def _block_text(block: dict[str, Any]) -> str | None:

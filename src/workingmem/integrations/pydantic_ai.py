@@ -35,6 +35,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ..agent_memory import AgentMemory, AgentMemoryConfig
 from ..config import WorkingMemoryConfig
+from ..formats.files import chat_part_of_bytes
 from ..llm import LLMClient
 from ..messages import check_id
 from ..stores import Store
@@ -323,7 +324,7 @@ def _user_content(content: str | Sequence[UserContent]) -> str | list[dict[str, 
         elif isinstance(item, ImageUrl):
             parts.append({"type": "image_url", "image_url": {"url": item.url}})
         elif isinstance(item, BinaryContent):
-            parts.append(_binary_part(item))
+            parts.append(chat_part_of_bytes(item.media_type, item.base64, item.identifier))
         elif isinstance(item, UploadedFile):
             parts.append({"type": "file", "file": {"file_id": item.file_id}})
         elif isinstance(item, FileUrl):  # a document, audio or video by URL: named
@@ -331,16 +332,6 @@ def _user_content(content: str | Sequence[UserContent]) -> str | list[dict[str, 
             parts.append({"type": "text", "text": f"[{kind}: {item.url}]"})
         # a cache point is no content
     return parts or ""
-
-
-def _binary_part(item: BinaryContent) -> dict[str, Any]:
-    """Bytes as the chat part that carries them, so that they count as the model reads them
-    (`workingmem.tokens._media`): an image, a WAV or MP3 recording, else a file."""
-    if item.is_image:
-        return {"type": "image_url", "image_url": {"url": item.data_uri}}
-    if item.is_audio and item.format in ("wav", "mp3"):
-        return {"type": "input_audio", "input_audio": {"data": item.base64, "format": item.format}}
-    return {"type": "file", "file": {"filename": item.identifier, "file_data": item.data_uri}}
 
 
 def _load(item: dict[str, Any] | None, turn: Turn, tool_names: dict[str, str]) -> ModelMessage:
