@@ -81,11 +81,18 @@ def by_the_rule(thread: list[wm.Message], request: list[wm.Message]) -> Placemen
     return Placement(start=found.start, after_seq=after, turn_count=len(thread))
 
 
-async def placed(thread: list[wm.Message], request: list[wm.Message]) -> Placement:
+async def placed(
+    thread: list[wm.Message], request: list[wm.Message], *, rewrites: bool = True
+) -> Placement:
     async with await wm.open_store("sqlite:///:memory:") as store:
         await store.append(tenant_id="t", thread_id="th", messages=thread)
         return await place(
-            store, tenant_id="t", thread_id="th", request=request, tokenizer=TOKENIZER
+            store,
+            tenant_id="t",
+            thread_id="th",
+            request=request,
+            tokenizer=TOKENIZER,
+            rewrites=rewrites,
         )
 
 
@@ -97,6 +104,18 @@ def test_placing_on_the_store_decides_what_the_rule_decides_on_the_whole_thread(
     thread = data.draw(threads())
     request = data.draw(requests(thread))
     assert asyncio.run(placed(thread, request)) == by_the_rule(thread, request)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_request_that_only_appends_never_rewrites_the_thread(data: st.DataObject) -> None:
+    """Without `rewrites` (a Responses request continuing a response or a conversation) only
+    the turns the thread ends with are known again; the rest is new, whatever it repeats."""
+    thread = data.draw(threads())
+    request = data.draw(requests(thread))
+    seen = [m for _, m in shown(thread)]
+    appended = Placement(start=overlap(seen, request), turn_count=len(thread))
+    assert asyncio.run(placed(thread, request, rewrites=False)) == appended
 
 
 async def extended(thread: list[wm.Message], request: list[wm.Message]) -> tuple[bool, bool]:

@@ -105,6 +105,7 @@ class Ask:
         expect_turns: int | None = None,
         lock: AskLock | None = None,
         answer_format: AnswerFormat | None = None,
+        appends: bool = False,
     ) -> Ask:
         """The ask, the request's new turns stored (placed after the thread's turns they
         continue; an edit replaces the turns after the point it changes)."""
@@ -137,6 +138,7 @@ class Ask:
                 request=request.views,
                 tokenizer=tokenizer_for(plan.model),
                 read=lock.newest if lock is not None else None,
+                rewrites=not appends,
             )
         )
         if expect_turns is not None and placed.turn_count != expect_turns:

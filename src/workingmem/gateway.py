@@ -202,6 +202,7 @@ class Gateway:
         answer_format: AnswerFormat | None = None,
         expect_turns: int | None = None,
         session: str | None = None,
+        appends: bool = False,
     ) -> AskResult:
         """Answers the thread's newest user turn (or tool results) with the thread's memory.
 
@@ -239,6 +240,10 @@ class Gateway:
             session: the client's own name for its session, for a conversation found without
                 a thread id (a Responses ``prompt_cache_key``): two sessions that open alike
                 are two threads.
+            appends: the request only adds to the thread (a Responses request that continues
+                a response or a conversation: its input is new items): it never edits or
+                regenerates the thread, though turns that repeat the thread's newest (a
+                retry of an answer that failed) are still stored once.
 
         Raises:
             ValidationError, NotFoundError: bad input; nothing stored.
@@ -262,6 +267,7 @@ class Gateway:
             answer_format=answer_format,
             expect_turns=expect_turns,
             session=session,
+            appends=appends,
         )
         async with begun as asked:
             async for _ in asked.answer(stream=False):
@@ -292,6 +298,7 @@ class Gateway:
         answer_format: AnswerFormat | None = None,
         expect_turns: int | None = None,
         session: str | None = None,
+        appends: bool = False,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
@@ -312,6 +319,7 @@ class Gateway:
                 answer_format=answer_format,
                 expect_turns=expect_turns,
                 session=session,
+                appends=appends,
             )
             async with begun as asked:
                 stream.thread_id = asked.thread_id
@@ -341,6 +349,7 @@ class Gateway:
         answer_format: AnswerFormat | None,
         expect_turns: int | None,
         session: str | None,
+        appends: bool,
     ) -> AsyncIterator[Ask]:
         """An ask begun under its thread's ask lock (`AskLocks.conversation`), the request's
         new turns stored; the request is checked before any lock or write."""
@@ -370,6 +379,7 @@ class Gateway:
                 expect_turns,
                 lock,
                 answer_format,
+                appends,
             )
 
     def _window_read(

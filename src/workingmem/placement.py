@@ -102,9 +102,11 @@ async def place(
     request: Sequence[MessageIn],
     tokenizer: Tokenizer,
     read: NewestRead | None = None,
+    rewrites: bool = True,
 ) -> Placement:
     """Where `request` (validated chat views) goes in the thread (see the module); `read`,
-    the first read of the thread's newest turns if made already."""
+    the first read of the thread's newest turns if made already. Without `rewrites`, the
+    request may repeat the thread's newest turns but never edits or regenerates it."""
     try:
         newest, complete, count = await _newest_visible(
             store, tenant_id, thread_id, request, tokenizer, read
@@ -112,7 +114,7 @@ async def place(
     except NotFoundError:
         return Placement(start=0)  # a new thread
     extended = overlap([m for _, m in newest], request)
-    if extended or not newest or not may_rewrite(len(request), len(newest)):
+    if extended or not newest or not rewrites or not may_rewrite(len(request), len(newest)):
         return Placement(start=extended, turn_count=count)
     oldest = (
         newest

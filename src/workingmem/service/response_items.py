@@ -15,7 +15,7 @@ their results) are stored in the thread but are not the client's items (R30).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,11 +27,14 @@ from ..types import Turn
 
 __all__ = [
     "ItemPage",
+    "is_reference",
     "item_with_id",
     "list_items",
     "locate",
     "open_calls_before",
+    "stored_item",
     "visible_turns",
+    "with_references",
 ]
 
 Order = Literal["asc", "desc"]
@@ -194,6 +197,58 @@ async def locate(
                 assert turn.seq is not None
                 return turn.seq, index
     raise NotFoundError("item", item_id)
+
+
+async def stored_item(
+    store: TurnStore, *, tenant_id: str, thread_id: str, item_id: str, last: int | None = None
+) -> tuple[int, int, dict[str, Any]]:
+    """(seq, index, the item as it was stored) of the item of that id in turns 1..`last` (the
+    whole thread by default); `NotFoundError` as `locate`."""
+    seq, index = await locate(
+        store, tenant_id=tenant_id, thread_id=thread_id, item_id=item_id, last=last
+    )
+    page = await store.list_turns(
+        tenant_id=tenant_id, thread_id=thread_id, after_seq=seq - 1, limit=1
+    )
+    return seq, index, items_of(page[0])[index]
+
+
+def is_reference(item: Mapping[str, Any]) -> bool:
+    """An ``item_reference``: its type says so, or, left out, the item has no role."""
+    kind = item.get("type")
+    return kind == "item_reference" or (kind is None and "role" not in item)
+
+
+async def with_references(
+    store: TurnStore,
+    items: Sequence[dict[str, Any]],
+    *,
+    tenant_id: str,
+    thread_id: str | None,
+    last: int | None = None,
+) -> list[dict[str, Any]]:
+    """The items, each ``item_reference`` replaced by the item it names as it was stored: an
+    item of `thread_id` (the thread the request continues, up to turn `last`). A reference to
+    an item the thread does not have (or with no thread) is a `NotFoundError` for the item,
+    whichever tenant has it."""
+    if not any(is_reference(item) for item in items):
+        return list(items)
+    resolved: list[dict[str, Any]] = []
+    for item in items:
+        if not is_reference(item):
+            resolved.append(item)
+            continue
+        item_id = str(item["id"])
+        if thread_id is None:
+            raise NotFoundError("item", item_id)
+        try:
+            _, _, found = await stored_item(
+                store, tenant_id=tenant_id, thread_id=thread_id, item_id=item_id, last=last
+            )
+        except NotFoundError as exc:  # the thread's, too: the reference names an item
+            raise NotFoundError("item", item_id) from exc
+        resolved.append(found)
+    return resolved
 
 
 async def open_calls_before(

@@ -95,7 +95,15 @@ class FunctionCallOutputItem(OpenShape):
     id: Id | None = None
 
 
-KNOWN_TYPES = ("message", "function_call", "function_call_output")
+class ItemReferenceItem(OpenShape):
+    """An item of the thread the request continues, named by its id (its ``type`` may be
+    left out): the request holds that item, as it was stored, in its place."""
+
+    type: Literal["item_reference"] | None = None
+    id: Id
+
+
+KNOWN_TYPES = ("message", "function_call", "function_call_output", "item_reference")
 
 
 class OtherItem(OpenShape):
@@ -110,9 +118,14 @@ class OtherItem(OpenShape):
 
 
 def _item_kind(value: Any) -> str:
-    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None)
-    if kind is None:
-        kind = "message"
+    if isinstance(value, dict):
+        kind, role = value.get("type"), value.get("role")
+    else:
+        kind, role = getattr(value, "type", None), getattr(value, "role", None)
+    if kind is None:  # a message, or an item reference: OpenAI's types leave out both types
+        kind = (
+            "item_reference" if role is None and not isinstance(value, MessageItem) else "message"
+        )
     return kind if kind in KNOWN_TYPES else "other"
 
 
@@ -120,6 +133,7 @@ InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ItemReferenceItem, Tag("item_reference")]
     | Annotated[OtherItem, Tag("other")],
     Discriminator(_item_kind),
 ]

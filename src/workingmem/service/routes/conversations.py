@@ -29,7 +29,14 @@ from ..params import (
     UserIdHeader,
     header_text,
 )
-from ..response_items import item_with_id, list_items, locate, open_calls_before
+from ..response_items import (
+    item_with_id,
+    list_items,
+    locate,
+    open_calls_before,
+    stored_item,
+    with_references,
+)
 from ..responses_schemas import (
     ConversationCreateRequest,
     ConversationUpdateRequest,
@@ -145,7 +152,9 @@ async def create_items(
     records = records_of(services)
     store = services.gateway.store
     await records.get_conversation(tenant_id=tenant, conversation_id=conversation_id)
-    items = dumped(body.items)
+    items = await with_references(
+        store, dumped(body.items), tenant_id=tenant, thread_id=conversation_id
+    )
     answering: frozenset[str] = frozenset()
     if starts_with_output(items):
         answering = await open_calls_before(store, tenant_id=tenant, thread_id=conversation_id)
@@ -196,11 +205,10 @@ async def get_item(
     conversation_id: ThreadIdPath, item_id: ItemIdPath, request: Request, tenant: Tenant
 ) -> dict[str, Any]:
     store = get_services(request).gateway.store
-    seq, index = await locate(store, tenant_id=tenant, thread_id=conversation_id, item_id=item_id)
-    page = await store.list_turns(
-        tenant_id=tenant, thread_id=conversation_id, after_seq=seq - 1, limit=1
+    seq, index, item = await stored_item(
+        store, tenant_id=tenant, thread_id=conversation_id, item_id=item_id
     )
-    return item_with_id(items_of(page[0])[index], seq, index)
+    return item_with_id(item, seq, index)
 
 
 @router.delete("/{conversation_id}/items/{item_id}", summary="Delete one item of a conversation")

@@ -46,7 +46,7 @@ from ..params import (
 )
 from ..response_body import ResponseInfo, response_object
 from ..response_events import response_events
-from ..response_items import list_items, open_calls_before
+from ..response_items import list_items, open_calls_before, with_references
 from ..responses_schemas import ResponseCreateRequest
 from ..sessions import awaiting_thread
 from ..sse import first_piece
@@ -62,7 +62,10 @@ T = TypeVar("T")
 RULES = (
     "Input: text, or items whose last is the user's message (or a system / developer "
     "message) or the outputs of the calls of the response before it, not an item of an "
-    "answer. `conversation` and `previous_response_id` are mutually exclusive. Tools: "
+    "answer; continuing a response or a conversation, they are new items (never an edit). An "
+    "`item_reference` names an item of the thread the request continues, which takes its "
+    "place; any other id is a 404. `conversation` and `previous_response_id` are mutually "
+    "exclusive. Tools: "
     "function tools only (the client runs them); any other tool is a 400 that names it. The "
     "newest turns and `max_output_tokens` must fit the model's window with the instructions "
     "and the tools, else the answer is a 400 `context_length_exceeded`."
@@ -194,8 +197,14 @@ async def create_response(
     user_id = asked.x_user_id or body.user
     if user_id is not None:
         check_id("user", user_id)
-    items = body.items()
     target = await _target(records, tenant, body, asked.x_thread_id)
+    items = await with_references(
+        gateway.store,
+        body.items(),
+        tenant_id=tenant,
+        thread_id=target.thread_id,
+        last=target.expect_turns,
+    )
     answering: frozenset[str] = frozenset()
     if starts_with_output(items) and target.thread_id is not None:
         answering = await open_calls_before(
@@ -243,6 +252,9 @@ async def create_response(
         "max_tokens": body.max_output_tokens,
         "answer_format": answer_as,
         "session": body.prompt_cache_key,
+        # continuing a response or a conversation, the input is new items (OpenAI's
+        # contract): it never edits the thread, as a resent history may
+        "appends": target.previous is not None or target.conversation_id is not None,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         system: list[Message] = (

@@ -1,0 +1,142 @@
+"""A Responses request's input when it continues a response or a conversation: new items only
+(OpenAI's contract), even where they repeat what the thread holds, and ``item_reference``
+items, which stand for an item of that thread. Real SDK, real HTTP, the scripted upstream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from workingmem.llm.testing import ScriptedUpstream
+
+from .live import LiveServer, create_key
+from .test_responses_api import answers, thread_of, turns
+
+
+@pytest.fixture
+def client(service: LiveServer, key: str) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=f"{service.url}/v1", api_key=key, max_retries=0, timeout=10) as sdk:
+        yield sdk
+
+
+def sent(upstream: ScriptedUpstream) -> list[tuple[str, Any]]:
+    """What the model was last given, after the system message: (role, content)."""
+    return [(m["role"], m["content"]) for m in answers(upstream)[-1]["messages"][1:]]
+
+
+def continuing(client: openai.OpenAI, how: str) -> tuple[dict[str, Any], str]:
+    """A thread of one exchange ("Hi." and its answer), and how a request continues it."""
+    if how == "previous_response_id":
+        first, thread = thread_of(client, input="Hi.")
+        return {"previous_response_id": first.id}, thread
+    conversation = client.conversations.create()
+    thread_of(client, input="Hi.", conversation=conversation.id)
+    return {"conversation": conversation.id}, conversation.id
+
+
+@pytest.mark.parametrize("how", ["previous_response_id", "conversation"])
+def test_input_that_repeats_the_threads_first_message_is_new_not_an_edit(
+    how: str, client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    continues, thread = continuing(client, how)
+    # a chat client resending [Hi.] would regenerate the first answer; this input is new
+    again, _ = thread_of(client, input="Hi.", **continues)
+    assert sent(upstream) == [("user", "Hi."), ("assistant", "You said: Hi."), ("user", "Hi.")]
+    later = (
+        {**continues, "previous_response_id": again.id}
+        if "previous_response_id" in continues
+        else continues
+    )
+    thread_of(
+        client,
+        input=[{"role": "user", "content": "Hi."}, {"role": "user", "content": "Bye."}],
+        **later,
+    )
+    assert [t["content"] for t in turns(api, thread)] == [
+        "Hi.",
+        "You said: Hi.",
+        "Hi.",
+        "You said: Hi.",
+        "Hi.",
+        "Bye.",
+        "You said: Bye.",
+    ]
+
+
+def test_an_item_reference_is_the_item_it_names_with_or_without_its_type(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    first, thread = thread_of(client, input="My name is Ada.")
+    question = client.responses.input_items.list(first.id).data[0].id
+    answer = first.output[0].id
+    assert answer is not None
+    second, _ = thread_of(
+        client,
+        previous_response_id=first.id,
+        input=[{"type": "item_reference", "id": question}, {"role": "user", "content": "Again?"}],
+    )
+    assert sent(upstream)[-2:] == [("user", "My name is Ada."), ("user", "Again?")]
+    # OpenAI's types leave the type out: {"id": ...} alone is a reference
+    untyped: Any = [{"id": answer}, {"role": "user", "content": "And?"}]
+    thread_of(client, previous_response_id=second.id, input=untyped)
+    assert sent(upstream)[-2:] == [("assistant", "You said: My name is Ada."), ("user", "And?")]
+    assert [t["content"] for t in turns(api, thread)][-3:] == [
+        "You said: My name is Ada.",
+        "And?",
+        "You said: And?",
+    ]
+
+
+def test_a_conversations_items_may_name_its_items_by_reference(
+    client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    conversation = client.conversations.create(
+        items=[{"role": "user", "content": "I live in Lyon."}]
+    )
+    lyon = client.conversations.items.list(conversation.id).data[0].id
+    reference: Any = [{"type": "item_reference", "id": lyon}]
+    added = client.conversations.items.create(conversation.id, items=reference)
+    assert added.data[0].id != lyon
+    assert added.model_dump()["data"][0]["content"][0]["text"] == "I live in Lyon."
+    thread_of(client, conversation=conversation.id, input="Where?")
+    assert sent(upstream) == [
+        ("user", "I live in Lyon."),
+        ("user", "I live in Lyon."),
+        ("user", "Where?"),
+    ]
+
+
+def test_a_reference_to_an_item_the_thread_lacks_is_not_found_and_stores_nothing(
+    client: openai.OpenAI, service: LiveServer, database_url: str, api: httpx.Client
+) -> None:
+    first, thread = thread_of(client, input="Mine.")
+    answer = first.output[0].id
+    assert answer is not None
+    missing: Any = [{"type": "item_reference", "id": "msg_nope"}, {"role": "user", "content": "?"}]
+    with pytest.raises(openai.NotFoundError) as nope:
+        client.responses.create(model="answer-model", previous_response_id=first.id, input=missing)
+    # with no thread to continue, no item can be named
+    fresh: Any = [{"type": "item_reference", "id": answer}, {"role": "user", "content": "?"}]
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="answer-model", input=fresh)
+    assert len(turns(api, thread)) == 2
+    other = create_key(database_url, "someone-else", "tests").secret
+    with openai.OpenAI(base_url=f"{service.url}/v1", api_key=other, max_retries=0) as stranger:
+        theirs = stranger.conversations.create()
+        with pytest.raises(openai.NotFoundError) as foreign:
+            stranger.responses.create(model="answer-model", conversation=theirs.id, input=fresh)
+        with pytest.raises(openai.NotFoundError):
+            stranger.conversations.items.create(
+                theirs.id, items=[{"type": "item_reference", "id": answer}]
+            )
+        assert stranger.conversations.items.list(theirs.id).data == []
+    # another tenant's item reads exactly as a missing one
+    assert (
+        foreign.value.response.json()["error"]["code"]
+        == nope.value.response.json()["error"]["code"]
+    )
+    assert foreign.value.message == nope.value.message.replace("msg_nope", answer)
