@@ -119,6 +119,10 @@ def test_a_reference_to_an_item_the_thread_lacks_is_not_found_and_stores_nothing
     missing: Any = [{"type": "item_reference", "id": "msg_nope"}, {"role": "user", "content": "?"}]
     with pytest.raises(openai.NotFoundError) as nope:
         client.responses.create(model="answer-model", previous_response_id=first.id, input=missing)
+    empty: Any = [{"type": "item_reference", "id": ""}, {"role": "user", "content": "?"}]
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.responses.create(model="answer-model", previous_response_id=first.id, input=empty)
+    assert bad.value.response.json()["error"]["param"] == "input[0].id"
     # with no thread to continue, no item can be named
     fresh: Any = [{"type": "item_reference", "id": answer}, {"role": "user", "content": "?"}]
     with pytest.raises(openai.NotFoundError):

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from ..errors import NotFoundError
 from ..formats.responses import OPEN_UNIT_READ, items_of, open_calls
+from ..messages import check_id
 from ..placement import visible
 from ..stores.base import TurnStore, read_turns
 from ..types import Turn
@@ -230,15 +231,15 @@ async def with_references(
     """The items, each ``item_reference`` replaced by the item it names as it was stored: an
     item of `thread_id` (the thread the request continues, up to turn `last`). A reference to
     an item the thread does not have (or with no thread) is a `NotFoundError` for the item,
-    whichever tenant has it."""
+    whichever tenant has it; an id that could be no item's (empty, say) a `ValidationError`."""
     if not any(is_reference(item) for item in items):
         return list(items)
     resolved: list[dict[str, Any]] = []
-    for item in items:
+    for place, item in enumerate(items):
         if not is_reference(item):
             resolved.append(item)
             continue
-        item_id = str(item["id"])
+        item_id = check_id(f"input[{place}].id", item.get("id"))
         if thread_id is None:
             raise NotFoundError("item", item_id)
         try:
