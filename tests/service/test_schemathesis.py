@@ -111,6 +111,8 @@ def in_order(body: Any) -> bool:
         return True  # a shape the schema refuses: for the other checks
     if body.get("stream") is True and isinstance(body.get("n"), int) and body["n"] > 1:
         return False
+    if not served(body, "function") or "functions" in body or "function_call" in body:
+        return False
     caps = [body.get(name) for name in ("max_tokens", "max_completion_tokens")]
     if any(isinstance(cap, (int, float)) and cap > 1_000 for cap in caps):
         return False
@@ -135,6 +137,19 @@ def in_order(body: Any) -> bool:
     return True
 
 
+def served(body: dict[str, Any], kind: str) -> bool:
+    """The descriptions' tools rule: every tool, and an object `tool_choice`, of type `kind`
+    (Anthropic's client tools may leave it out; its tool choices are others)."""
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(
+        not isinstance(t, dict) or t.get("type", kind if kind == "custom" else None) != kind
+        for t in tools
+    ):
+        return False
+    choice = body.get("tool_choice")
+    return kind == "custom" or not isinstance(choice, dict) or choice.get("type") == kind
+
+
 def answerable(body: Any) -> bool:
     """The Responses operation's description (`routes.responses.RULES`): the input's last
     item the user's or a call's output; one of `conversation` and `previous_response_id`;
@@ -143,10 +158,7 @@ def answerable(body: Any) -> bool:
         return True
     if body.get("conversation") is not None and body.get("previous_response_id") is not None:
         return False
-    tools = body.get("tools")
-    if isinstance(tools, list) and any(
-        not isinstance(t, dict) or t.get("type") != "function" for t in tools
-    ):
+    if not served(body, "function"):
         return False
     cap = body.get("max_output_tokens")
     if (isinstance(cap, (int, float)) and cap > 1_000) or len(json.dumps(body)) > 8_000:
@@ -187,7 +199,7 @@ def transcript_in_order(body: Any) -> bool:
     cap = body.get("max_tokens")
     if (isinstance(cap, (int, float)) and cap > 1_000) or len(json.dumps(body)) > 8_000:
         return False
-    if messages[-1].get("role") != "user":
+    if not served(body, "custom") or messages[-1].get("role") != "user":
         return False
     open_calls: set[str] = set()
     for message in messages:

@@ -8,7 +8,9 @@ give the originals back.
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ORIGINAL_KEY", "carrying"]
+from ..errors import ValidationError
+
+__all__ = ["ORIGINAL_KEY", "carrying", "unserved_tool"]
 
 ORIGINAL_KEY = "workingmem_original"
 """A window's message sent to an upstream that speaks a turn's own format (the Responses API,
@@ -21,3 +23,13 @@ def carrying(message: Mapping[str, Any], original: Mapping[str, Any] | None) -> 
     """`message` (a chat view) carrying its `original` under `ORIGINAL_KEY`; as it is when
     there is none."""
     return {**message, ORIGINAL_KEY: original} if original else dict(message)
+
+
+def unserved_tool(index: int, kind: object, served: str) -> ValidationError:
+    """The error for the request's tool `index` of a type the gateway does not serve: a
+    tool its upstream would run (the gateway offers the model only the client's tools, of
+    type `served`, and its own)."""
+    return ValidationError(
+        f"tools[{index}].type",
+        f"{kind!r} tools are not served: only {served} tools are (the client runs them)",
+    )

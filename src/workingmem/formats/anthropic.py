@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
+from . import unserved_tool
 from .files import chat_part_of_document, document_of_chat_part, image_url_of
 
 __all__ = [
@@ -322,9 +323,13 @@ def stop_reason(finish_reason: str | None, *, calls: bool) -> str:
 
 
 def chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Anthropic's client tools as chat function tools."""
+    """Anthropic's client tools as chat function tools. A server tool (``web_search_...``,
+    ``code_execution_...``) is Anthropic's own, which a chat upstream has none of: refused,
+    named."""
     out = []
-    for tool in tools:
+    for index, tool in enumerate(tools):
+        if tool.get("type") not in (None, "custom"):
+            raise unserved_tool(index, tool.get("type"), "custom")
         function: dict[str, Any] = {"name": tool["name"], "parameters": tool["input_schema"]}
         if tool.get("description"):
             function["description"] = tool["description"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem
+from . import unserved_tool
 from .responses import turns_of
 
 __all__ = [
@@ -40,11 +41,7 @@ def chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for index, tool in enumerate(tools):
         if tool.get("type") != "function":
-            raise ValidationError(
-                f"tools[{index}].type",
-                f"{tool.get('type')!r} tools are not served: only function tools are "
-                "(the client runs them)",
-            )
+            raise unserved_tool(index, tool.get("type"), "function")
         function = {"name": tool["name"]}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
@@ -66,7 +63,9 @@ def chat_options(
     elif isinstance(tool_choice, Mapping):
         if tool_choice.get("type") != "function":
             raise ValidationError(
-                "tool_choice", "only 'none', 'auto', 'required' or a function tool is served"
+                "tool_choice.type",
+                f"{tool_choice.get('type')!r} tool choices are not served: only 'none', "
+                "'auto', 'required' or a function tool",
             )
         options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["name"]}}
     fmt = (text or {}).get("format")

@@ -19,15 +19,20 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     JsonValue,
     StrictBool,
     StrictInt,
+    Tag,
 )
 
+from ..errors import ValidationError
+from ..formats import unserved_tool
 from ..llm import Usage
 from ..messages import MAX_PARTS
 from .params import ID_SCHEMA
+from .wire import NotFunction, type_is
 
 __all__ = [
     "ORDER_RULES",
@@ -39,6 +44,7 @@ __all__ = [
     "CompletionUsage",
     "ToolCallOut",
     "forwarded",
+    "unserved",
 ]
 
 Id = Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
@@ -69,7 +75,8 @@ ORDER_RULES = (
     "results of that message in between) and answers each call once. The newest turns and "
     "`max_tokens` must fit the model's window with the system prompt and the tools, else the "
     "answer is a 400 `context_length_exceeded`, as at OpenAI. `n` > 1 is served without "
-    "`stream`."
+    "`stream`. Tools and `tool_choice`: function tools only (the client runs them); any "
+    "other type, and the deprecated `functions` and `function_call`, is a 400 that names it."
 )
 """What JSON Schema cannot say of a request; published as the operation's description."""
 
@@ -239,6 +246,25 @@ class NamedToolChoice(BaseModel):
     function: NamedFunction
 
 
+class OtherKind(BaseModel):
+    """A tool or a tool choice of another type than ``function`` (``custom``, an
+    ``allowed_tools`` choice): refused with a 400 that names it (`unserved`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: NotFunction
+
+
+Tool = Annotated[
+    Annotated[FunctionTool, Tag("function")] | Annotated[OtherKind, Tag("other")],
+    Discriminator(type_is("function")),
+]
+ToolChoice = Annotated[
+    Annotated[NamedToolChoice, Tag("function")] | Annotated[OtherKind, Tag("other")],
+    Discriminator(type_is("function")),
+]
+
+
 class StreamOptions(BaseModel):
     include_usage: StrictBool = False
     """Send a last chunk with the usage (and ``"usage": null`` on the others)."""
@@ -325,13 +351,14 @@ class ChatCompletionRequest(BaseModel):
     response_format: ResponseFormat | None = None
     reasoning_effort: str | None = None
     service_tier: str | None = None
-    tools: Annotated[list[FunctionTool], Field(max_length=128)] | None = None
-    """The client's own tools: calls of them come back to the client (``tool_calls``)."""
-    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    tools: Annotated[list[Tool], Field(max_length=128)] | None = None
+    """The client's own function tools: calls of them come back to the client
+    (``tool_calls``)."""
+    tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = None
     parallel_tool_calls: StrictBool | None = None
-    functions: None = None
-    """Deprecated by OpenAI: send ``tools``."""
-    function_call: None = None
+    functions: list[Any] | None = None
+    """Deprecated by OpenAI: refused, send ``tools``."""
+    function_call: str | dict[str, Any] | None = None
 
 
 OWNED = frozenset(
@@ -346,6 +373,24 @@ OWNED = frozenset(
     }
 )
 """The fields the gateway itself acts on; every other one is the upstream's."""
+
+
+def unserved(body: ChatCompletionRequest) -> None:
+    """Refuses, naming it, what the gateway does not serve: a tool or a tool choice of
+    another type than ``function`` (the client runs its tools; the gateway has no others),
+    and the deprecated ``functions`` / ``function_call``."""
+    for index, tool in enumerate(body.tools or ()):
+        if isinstance(tool, OtherKind):
+            raise unserved_tool(index, tool.type, "function")
+    if isinstance(body.tool_choice, OtherKind):
+        raise ValidationError(
+            "tool_choice.type",
+            f"{body.tool_choice.type!r} tool choices are not served: only 'none', 'auto', "
+            "'required' or a function tool",
+        )
+    for name in ("functions", "function_call"):
+        if getattr(body, name) is not None:
+            raise ValidationError(name, "is deprecated by OpenAI and not served: send tools")
 
 
 def forwarded(body: ChatCompletionRequest) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
 from .chat_schemas import Tokens
-from .wire import Id, LongText, OpenShape
+from .wire import Id, LongText, NotCustom, OpenShape, type_is
 
 __all__ = [
     "AnthropicErrorResponse",
@@ -124,6 +124,19 @@ class CustomTool(OpenShape):
     input_schema: dict[str, Any]
 
 
+class ServerTool(OpenShape):
+    """A tool Anthropic runs (``web_search_20250305``, ``code_execution_...``, ...): refused
+    with a 400 that names it, since the gateway's upstream may have none."""
+
+    type: NotCustom
+
+
+Tool = Annotated[
+    Annotated[CustomTool, Tag("custom")] | Annotated[ServerTool, Tag("other")],
+    Discriminator(type_is("custom", untyped=True)),
+]
+
+
 class ToolChoiceAny(BaseModel):
     """``auto``, ``any`` (a tool must be called) or ``none``."""
 
@@ -159,7 +172,7 @@ class MessageCountTokensRequest(BaseModel):
     model: Annotated[str, Field(min_length=1, max_length=256)]
     messages: Annotated[list[MessageParam], Field(min_length=1, max_length=2000)]
     system: LongText | Annotated[list[SystemBlock], Field(max_length=100)] | None = None
-    tools: Annotated[list[CustomTool], Field(max_length=128)] | None = None
+    tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     tool_choice: ToolChoice | None = None
     thinking: dict[str, Any] | None = None
 

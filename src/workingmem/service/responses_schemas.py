@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Ta
 from ..messages import MAX_PARTS
 from .chat_schemas import Metadata, ResponseFormatJSONObject, ResponseFormatText, Tokens
 from .params import ID_SCHEMA
-from .wire import Id, LongText, OpenShape
+from .wire import Id, LongText, NotFunction, OpenShape, type_is
 
 __all__ = [
     "ConversationCreateRequest",
@@ -157,19 +157,12 @@ class HostedTool(OpenShape):
     """A tool the upstream runs (``web_search``, ``file_search``, ...): refused with a 400
     that names it, since a chat upstream has none."""
 
-    type: Annotated[
-        str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"const": "function"}})
-    ]
-
-
-def _tool_kind(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return "function" if kind == "function" else "hosted"
+    type: NotFunction
 
 
 Tool = Annotated[
-    Annotated[FunctionToolIn, Tag("function")] | Annotated[HostedTool, Tag("hosted")],
-    Discriminator(_tool_kind),
+    Annotated[FunctionToolIn, Tag("function")] | Annotated[HostedTool, Tag("other")],
+    Discriminator(type_is("function")),
 ]
 
 
@@ -177,6 +170,19 @@ class NamedFunction(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["function"]
     name: Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class OtherToolChoice(OpenShape):
+    """A hosted tool's, an MCP server's, a custom tool's or an ``allowed_tools`` choice:
+    refused with a 400 that names it (`chat_options`)."""
+
+    type: NotFunction
+
+
+ToolChoice = Annotated[
+    Annotated[NamedFunction, Tag("function")] | Annotated[OtherToolChoice, Tag("other")],
+    Discriminator(type_is("function")),
+]
 
 
 class FormatJSONSchema(BaseModel):
@@ -235,7 +241,7 @@ class ResponseCreateRequest(BaseModel):
     stream: StrictBool = False
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     """Function tools, run by the client: their calls come back as ``function_call`` items."""
-    tool_choice: Literal["none", "auto", "required"] | NamedFunction | None = None
+    tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = None
     parallel_tool_calls: StrictBool | None = None
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None

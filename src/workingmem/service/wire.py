@@ -7,13 +7,14 @@ class TextBlock(OpenShape):      # fields beyond those named are kept as sent
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .params import ID_SCHEMA
 
-__all__ = ["Id", "LongText", "OpenShape"]
+__all__ = ["Id", "LongText", "NotCustom", "NotFunction", "OpenShape", "type_is"]
 
 Id = Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
 """An id by the library's rule (checked by the library, with its message; published here)."""
@@ -26,3 +27,27 @@ class OpenShape(BaseModel):
     """A shape whose fields beyond those named are kept as sent (the SDKs add fields)."""
 
     model_config = ConfigDict(extra="allow")
+
+
+def _other(served: str) -> Any:
+    return Annotated[
+        str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"const": served}})
+    ]
+
+
+NotFunction = _other("function")
+"""The ``type`` of a tool (or a tool choice) of another type than OpenAI's ``function``: one
+the gateway does not run, refused with a 400 that names it."""
+NotCustom = _other("custom")
+"""The same for Anthropic's client tools (``custom``)."""
+
+
+def type_is(served: str, *, untyped: bool = False) -> Callable[[Any], str]:
+    """A discriminator: `served` for a value (as sent, or as its model) of that ``type`` (or
+    of none, with `untyped`), else ``"other"``."""
+
+    def kind(value: Any) -> str:
+        found = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+        return served if found == served or (untyped and found is None) else "other"
+
+    return kind

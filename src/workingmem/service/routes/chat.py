@@ -28,7 +28,13 @@ from ...messages import check_id
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
 from ..chat_response import completion_body
-from ..chat_schemas import ORDER_RULES, ChatCompletion, ChatCompletionRequest, forwarded
+from ..chat_schemas import (
+    ORDER_RULES,
+    ChatCompletion,
+    ChatCompletionRequest,
+    forwarded,
+    unserved,
+)
 from ..disconnect import ClientDisconnectedError, EventStreamResponse, unless_disconnected
 from ..errors import ApiError
 from ..params import ASK_HEADERS_DOC, AskHeaders, thread_header
@@ -72,6 +78,7 @@ async def chat_completions(
             code="unsupported_parameter",
             param="n",
         )
+    unserved(body)
     turns = plan_turns(body)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"

@@ -58,8 +58,9 @@ __all__ = ["RULES", "router"]
 RULES = (
     "Messages: the last is the user's (its text, or the tool_result blocks that answer the "
     "tool_use blocks of the assistant message before it). Tools: client tools only (with an "
-    "input_schema). The newest turns and max_tokens must fit the model's window with the "
-    "system prompt and the tools, else a 400."
+    "input_schema); a server tool (a type other than custom) is a 400 that names it. The "
+    "newest turns and max_tokens must fit the model's window with the system prompt and the "
+    "tools, else a 400."
 )
 """What JSON Schema cannot say of a request; published as the operation's description."""
 

@@ -66,7 +66,8 @@ RULES = (
     "`item_reference` names an item of the thread the request continues, which takes its "
     "place; any other id is a 404. `conversation` and `previous_response_id` are mutually "
     "exclusive. Tools: "
-    "function tools only (the client runs them); any other tool is a 400 that names it. The "
+    "function tools only (the client runs them); any other tool, or a `tool_choice` of "
+    "another type, is a 400 that names it. The "
     "newest turns and `max_output_tokens` must fit the model's window with the instructions "
     "and the tools, else the answer is a 400 `context_length_exceeded`."
 )
