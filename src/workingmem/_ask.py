@@ -33,6 +33,7 @@ from .stores.base import Store, append_and_release, read_turns
 from .strategies import update_due
 from .tokens import tokenizer_for
 from .tokens._recent import counting_for
+from .tool_choice import allowing
 from .types import Message, MessageIn, NativeItem, Strategy, Turn
 
 if TYPE_CHECKING:
@@ -195,7 +196,9 @@ class Ask:
                     context,
                     gateway.config.max_inline_file_bytes,
                 )
-            reserve, options = plan.output_reserve_tokens, self.options or None
+            reserve = plan.output_reserve_tokens
+            own = [str(tool_name(tool)) for tool in offer if tool_name(tool) in GATEWAY_TOOLS]
+            options = allowing(self.options or None, own)
             if stream:
                 completion: Completion | None = None
                 events = gateway.llm.stream(

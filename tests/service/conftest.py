@@ -56,6 +56,13 @@ def database_for(backend: str, folder: Path) -> str:
     return postgres_url()
 
 
+@pytest.fixture(params=["chat", "anthropic", "responses"])
+def upstream_api(request: pytest.FixtureRequest) -> str:
+    """Each API an upstream may speak (`ServiceSettings.upstream_api`), for the tests that
+    take them all."""
+    return str(request.param)
+
+
 @pytest.fixture
 def upstream() -> Iterator[ScriptedUpstream]:
     with ScriptedUpstream(responder=answering) as server:

@@ -47,11 +47,6 @@ def user_contents(request: dict[str, Any]) -> list[Any]:
     return [m["content"] for m in sent if m.get("role") == "user"]
 
 
-@pytest.fixture(params=["chat", "anthropic", "responses"])
-def upstream_api(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 def gateway(
     database_url: str, tenant: str, upstream_api: str

@@ -1,6 +1,6 @@
 """What the gateway does not serve, in the shapes the official SDKs' types allow, is a 400 that
 names it on every API (not a 422 on the shape), and nothing is stored: tools the upstream
-would run, tool choices of them or of ``allowed_tools``, chat's deprecated ``functions``."""
+would run, tool choices of them, chat's deprecated ``functions``."""
 
 from __future__ import annotations
 
@@ -52,15 +52,9 @@ def stored_nothing(api: httpx.Client, thread: str) -> None:
             "'custom'",
         ),
         (
-            {
-                "tools": [WEATHER],
-                "tool_choice": {
-                    "type": "allowed_tools",
-                    "allowed_tools": {"mode": "auto", "tools": [WEATHER]},
-                },
-            },
+            {"tools": [WEATHER], "tool_choice": {"type": "custom", "custom": {"name": "grep"}}},
             "tool_choice.type",
-            "'allowed_tools'",
+            "'custom'",
         ),
         ({"functions": [WEATHER["function"]]}, "functions", "deprecated"),
         ({"function_call": "auto"}, "function_call", "deprecated"),
@@ -81,7 +75,7 @@ def test_chat_completions(
 @pytest.mark.parametrize(
     "choice",
     [
-        {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "f"}]},
+        {"type": "custom", "name": "grep"},
         {"type": "mcp", "server_label": "deepwiki"},
         {"type": "web_search_preview"},
     ],
@@ -97,7 +91,7 @@ def test_responses_tool_choices(choice: Any, oai: openai.OpenAI, api: httpx.Clie
     assert refused(raised) == (
         "tool_choice.type",
         f"tool_choice.type: {choice['type']!r} tool choices are not served: only 'none', "
-        "'auto', 'required' or a function tool",
+        "'auto', 'required', 'allowed_tools' or a function tool",
     )
     stored_nothing(api, "t1")
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ValidationError
+from ..tool_choice import ALLOWED_TOOLS, responses_allowed
 from ..types import Message, NativeItem
 from . import unserved_tool
 from .responses import turns_of
@@ -60,12 +61,14 @@ def chat_options(
     options: dict[str, Any] = {}
     if isinstance(tool_choice, str):
         options["tool_choice"] = tool_choice
+    elif isinstance(tool_choice, Mapping) and tool_choice.get("type") == ALLOWED_TOOLS:
+        options["tool_choice"] = responses_allowed(tool_choice)
     elif isinstance(tool_choice, Mapping):
         if tool_choice.get("type") != "function":
             raise ValidationError(
                 "tool_choice.type",
                 f"{tool_choice.get('type')!r} tool choices are not served: only 'none', "
-                "'auto', 'required' or a function tool",
+                "'auto', 'required', 'allowed_tools' or a function tool",
             )
         options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["name"]}}
     fmt = (text or {}).get("format")

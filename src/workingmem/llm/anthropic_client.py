@@ -39,6 +39,7 @@ from ..formats.anthropic import (
     message_of,
 )
 from ..redaction import redact
+from ..tool_choice import allowed_names
 from ..types import MessageIn, NativeItem
 from ._sdk import SHAPE_ERRORS, SdkClient, llm_error, retryable_status, root_cause
 from ._text import shortened
@@ -355,6 +356,10 @@ def request_body(
         )
     if temperature is not None:
         body["temperature"] = temperature
+    allowed = allowed_names(rest.get("tool_choice"))
+    if allowed is not None:  # no such choice here: the tools cut to those it names
+        tools = [t for t in tools or () if (t.get("function") or {}).get("name") in allowed[1]]
+        rest["tool_choice"] = allowed[0]
     if tools:
         body["tools"] = [_tool(tool) for tool in tools]
     headers = {str(k): str(v) for k, v in dict(rest.pop(HEADERS_OPTION, None) or {}).items()}

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..formats import ORIGINAL_KEY
 from ..formats.responses import FORMAT, items_of_message
+from ..tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS
 from ._text import shortened
@@ -153,6 +154,8 @@ def request_body(
     choice = rest.pop("tool_choice", None)
     if isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
         body["tool_choice"] = {"type": "function", "name": choice["function"].get("name")}
+    elif allowed_names(choice) is not None:
+        body["tool_choice"] = responses_choice(choice)
     elif choice is not None:
         body["tool_choice"] = choice
     rest.pop("stream_options", None)

@@ -31,6 +31,7 @@ from ..errors import ValidationError
 from ..formats import unserved_tool
 from ..llm import Usage
 from ..messages import MAX_PARTS
+from ..tool_choice import ALLOWED_TOOLS, checked
 from .params import ID_SCHEMA
 from .wire import NotFunction, type_is
 
@@ -75,8 +76,9 @@ ORDER_RULES = (
     "results of that message in between) and answers each call once. The newest turns and "
     "`max_tokens` must fit the model's window with the system prompt and the tools, else the "
     "answer is a 400 `context_length_exceeded`, as at OpenAI. `n` > 1 is served without "
-    "`stream`. Tools and `tool_choice`: function tools only (the client runs them); any "
-    "other type, and the deprecated `functions` and `function_call`, is a 400 that names it."
+    "`stream`. Tools and `tool_choice` (`allowed_tools` too): function tools only (the client "
+    "runs them); any other type, and the deprecated `functions` and `function_call`, is a 400 "
+    "that names it."
 )
 """What JSON Schema cannot say of a request; published as the operation's description."""
 
@@ -382,11 +384,15 @@ def unserved(body: ChatCompletionRequest) -> None:
     for index, tool in enumerate(body.tools or ()):
         if isinstance(tool, OtherKind):
             raise unserved_tool(index, tool.type, "function")
-    if isinstance(body.tool_choice, OtherKind):
+    choice = body.tool_choice
+    allowed = choice.model_dump().get(ALLOWED_TOOLS) if isinstance(choice, OtherKind) else None
+    if isinstance(choice, OtherKind) and choice.type == ALLOWED_TOOLS and isinstance(allowed, dict):
+        checked(allowed, allowed.get("tools"), "tool_choice.allowed_tools")
+    elif isinstance(choice, OtherKind):
         raise ValidationError(
             "tool_choice.type",
-            f"{body.tool_choice.type!r} tool choices are not served: only 'none', 'auto', "
-            "'required' or a function tool",
+            f"{choice.type!r} tool choices are not served: only 'none', 'auto', 'required', "
+            "'allowed_tools' or a function tool",
         )
     for name in ("functions", "function_call"):
         if getattr(body, name) is not None:
