@@ -324,9 +324,10 @@ def test_what_the_gateway_cannot_serve_is_a_4xx_with_the_reason(
         with pytest.raises(openai.BadRequestError) as several_streamed:
             ask(client, "hello", n=2, stream=True)
         assert several_streamed.value.body["code"] == "unsupported_parameter"  # type: ignore[index]
-        with pytest.raises(openai.UnprocessableEntityError) as deprecated:
+        with pytest.raises(openai.BadRequestError) as deprecated:
             ask(client, "hello", functions=[{"name": "f", "parameters": {}}])
-        assert "functions" in deprecated.value.message
+        assert deprecated.value.body["param"] == "functions"  # type: ignore[index]
+        assert "deprecated" in deprecated.value.message
 
 
 def test_metrics_count_requests_answers_helper_calls_and_the_queue(
