@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._ask_locks import AskLock
 from ._ask_request import AskRequest
+from ._breakpoints import newest_breakpoints
 from ._inline_files import within_file_bytes
 from .agent_memory import AgentMemory
 from .answers import AskResult
@@ -476,9 +477,10 @@ async def upstream_messages(
     format a window's turns were stored in (`native`: a Responses upstream), each such
     message carries its turn as stored (`formats.ORIGINAL_KEY`), so that what the chat view
     cannot say (a reasoning item's encrypted content) goes back too; the files of older
-    messages named once the newer ones' pass `file_bytes` (`within_file_bytes`)."""
+    messages named once the newer ones' pass `file_bytes` (`within_file_bytes`); the client's
+    cache breakpoints but the newest few left out (`newest_breakpoints`)."""
     sent = await _with_originals(store, native, tenant_id, thread_id, context)
-    return within_file_bytes(sent, file_bytes)
+    return newest_breakpoints(within_file_bytes(sent, file_bytes))
 
 
 async def _with_originals(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 import workingmem as wm
@@ -61,6 +62,20 @@ def upstream_api(request: pytest.FixtureRequest) -> str:
     """Each API an upstream may speak (`ServiceSettings.upstream_api`), for the tests that
     take them all."""
     return str(request.param)
+
+
+@pytest.fixture
+def served(
+    database_url: str, upstream: ScriptedUpstream, upstream_api: str
+) -> Iterator[openai.OpenAI]:
+    """The `openai` SDK on a gateway whose upstream speaks `upstream_api` and answers every
+    request "Noted."."""
+    upstream.responder = lambda request: Reply("Noted.")
+    settings = settings_for(database_url, upstream, upstream_api=upstream_api)
+    with LiveServer(create_app(settings)) as live:
+        key = create_key(database_url, "t-served", "tests").secret
+        with openai.OpenAI(base_url=f"{live.url}/v1", api_key=key, max_retries=0) as sdk:
+            yield sdk
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ upstream speaking chat, Responses or Anthropic's Messages."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -13,11 +12,7 @@ import pytest
 
 from tests.helpers import assert_valid_anthropic_request
 from workingmem.agent_memory.tools import TOOL_NAMES
-from workingmem.llm.testing import Reply, ScriptedUpstream
-from workingmem.service import create_app
-
-from .conftest import settings_for
-from .live import LiveServer, create_key
+from workingmem.llm.testing import ScriptedUpstream
 
 
 def function(name: str) -> Any:
@@ -34,18 +29,6 @@ ONLY_WEATHER: Any = {
 }
 ASK: Any = [{"role": "user", "content": "Weather in Lyon?"}]
 OWN = sorted(TOOL_NAMES)
-
-
-@pytest.fixture
-def served(
-    database_url: str, upstream: ScriptedUpstream, upstream_api: str
-) -> Iterator[openai.OpenAI]:
-    upstream.responder = lambda request: Reply("Sunny.")
-    settings = settings_for(database_url, upstream, upstream_api=upstream_api)
-    with LiveServer(create_app(settings)) as live:
-        key = create_key(database_url, "t-allowed", "tests").secret
-        with openai.OpenAI(base_url=f"{live.url}/v1", api_key=key, max_retries=0) as sdk:
-            yield sdk
 
 
 def names(tools: list[dict[str, Any]]) -> list[str]:

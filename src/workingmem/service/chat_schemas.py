@@ -87,17 +87,22 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TextPart(_Part):
+class _Marked(_Part):
+    prompt_cache_breakpoint: dict[str, Any] | None = None
+    """OpenAI's explicit cache mark: stored with the part; the newest few are sent."""
+
+
+class TextPart(_Marked):
     type: Literal["text"]
     text: str
 
 
 class ImageURL(_Part):
     url: str
-    detail: Literal["auto", "low", "high"] | None = None
+    detail: Literal["auto", "low", "high", "original"] | None = None
 
 
-class ImagePart(_Part):
+class ImagePart(_Marked):
     type: Literal["image_url"]
     image_url: ImageURL
 
@@ -107,7 +112,7 @@ class InputAudio(_Part):
     format: Literal["wav", "mp3"]
 
 
-class AudioPart(_Part):
+class AudioPart(_Marked):
     type: Literal["input_audio"]
     input_audio: InputAudio
 
@@ -132,7 +137,7 @@ class FileRef(_Part):
     filename: str | None = None
 
 
-class FilePart(_Part):
+class FilePart(_Marked):
     type: Literal["file"]
     file: FileRef
 
@@ -202,8 +207,9 @@ class AssistantMessageIn(_Message):
     """None (or absent) only when the message calls tools."""
     name: Id | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=128)] | None = None
-    refusal: None = None
-    """Accepted as the SDK sends it (null); a refusal is stored as a refusal part."""
+    refusal: str | None = None
+    """The model's refusal, as a history resent carries it: stored as a refusal part after
+    the content."""
     audio: None = None
     function_call: None = None
     annotations: Annotated[list[Any], Field(max_length=0)] | None = None

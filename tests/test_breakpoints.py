@@ -1,0 +1,41 @@
+"""`newest_breakpoints`: the client's cache marks in what is sent, the newest four only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workingmem._breakpoints import BREAKPOINT, newest_breakpoints
+
+MARK = {"mode": "explicit"}
+
+
+def text(value: str, mark: bool = True) -> dict[str, Any]:
+    return {"type": "text", "text": value, **({BREAKPOINT: MARK} if mark else {})}
+
+
+def test_a_request_within_the_limit_is_sent_as_it_is() -> None:
+    messages: Any = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [text("a"), text("b", mark=False)]},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [text("c"), text("d"), text("e")]},
+    ]
+    assert newest_breakpoints(messages) is messages
+
+
+def test_older_marks_are_left_out_and_the_stored_messages_keep_theirs() -> None:
+    older: Any = {"role": "user", "content": [text("a"), text("b")]}
+    newer: Any = {"role": "user", "content": [text("c"), text("d", mark=False), text("e")]}
+    messages: Any = [older, {"role": "assistant", "content": "ok"}, newer]
+    sent = newest_breakpoints(messages, limit=3)
+    assert [
+        BREAKPOINT in part for m in sent if isinstance(m["content"], list) for part in m["content"]
+    ] == [
+        False,
+        True,
+        True,
+        False,
+        True,
+    ]
+    assert [part["text"] for part in sent[0]["content"]] == ["a", "b"]
+    assert BREAKPOINT in older["content"][0]  # what was given is not changed
