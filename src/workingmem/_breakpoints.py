@@ -28,13 +28,20 @@ def newest_breakpoints(
 ) -> Sequence[MessageIn]:
     """`messages` with the breakpoints of their parts but the newest `limit` left out; the
     messages themselves when they have no more (a window of text is looked at once)."""
-    marked = [
-        index
-        for index, message in enumerate(messages)
-        if isinstance(content := message.get("content"), list)
-        and any(isinstance(part, dict) and BREAKPOINT in part for part in content)
-    ]
-    if sum(_marks(messages[index]) for index in marked) <= limit:
+    marked: list[int] = []
+    marks = 0
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if content.__class__ is not list:  # a text (most messages) has no parts to look at
+            continue
+        found = 0
+        for part in content:
+            if BREAKPOINT in part:
+                found += 1
+        if found:
+            marked.append(index)
+            marks += found
+    if marks <= limit:
         return messages
     sent = list(messages)
     kept = 0
@@ -50,9 +57,3 @@ def newest_breakpoints(
         parts.reverse()
         sent[index] = {**sent[index], "content": parts}
     return sent
-
-
-def _marks(message: MessageIn) -> int:
-    content = message.get("content")
-    assert isinstance(content, list)
-    return sum(1 for part in content if isinstance(part, dict) and BREAKPOINT in part)
