@@ -26,6 +26,7 @@ from .answers import AskResult
 from .context import AssembledContext, AssemblyWarning
 from .errors import ConflictError, ValidationError
 from .formats import carrying
+from .formats.tool_choice import allowing
 from .gateway_config import CallPlan
 from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEnd, TextDelta, Usage
 from .memory import KnownThread, WorkingMemory
@@ -34,7 +35,6 @@ from .stores.base import Store, append_and_release, read_turns
 from .strategies import update_due
 from .tokens import tokenizer_for
 from .tokens._recent import counting_for
-from .tool_choice import allowing
 from .types import Message, MessageIn, NativeItem, Strategy, Turn
 
 if TYPE_CHECKING:

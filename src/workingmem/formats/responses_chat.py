@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ValidationError
-from ..tool_choice import ALLOWED_TOOLS, responses_allowed
 from ..types import Message, NativeItem
 from . import unserved_tool
 from .responses import turns_of
+from .tool_choice import ALLOWED_TOOLS, responses_allowed
 
 __all__ = [
     "answer_turn",

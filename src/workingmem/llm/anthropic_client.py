@@ -38,8 +38,8 @@ from ..formats.anthropic import (
     joined,
     message_of,
 )
+from ..formats.tool_choice import allowed_names
 from ..redaction import redact
-from ..tool_choice import allowed_names
 from ..types import MessageIn, NativeItem
 from ._sdk import SHAPE_ERRORS, SdkClient, llm_error, retryable_status, root_cause
 from ._text import shortened

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..formats import ORIGINAL_KEY
 from ..formats.responses import FORMAT, items_of_message
-from ..tool_choice import allowed_names, responses_choice
+from ..formats.tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS
 from ._text import shortened

@@ -29,9 +29,9 @@ from pydantic import (
 
 from ..errors import ValidationError
 from ..formats import unserved_tool
+from ..formats.tool_choice import ALLOWED_TOOLS, checked
 from ..llm import Usage
 from ..messages import MAX_PARTS
-from ..tool_choice import ALLOWED_TOOLS, checked
 from .params import ID_SCHEMA
 from .wire import NotFunction, type_is
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import ValidationError
+from ..errors import ValidationError
 
 __all__ = [
     "ALLOWED_TOOLS",
