@@ -25,11 +25,11 @@ def carrying(message: Mapping[str, Any], original: Mapping[str, Any] | None) -> 
     return {**message, ORIGINAL_KEY: original} if original else dict(message)
 
 
-def unserved_tool(index: int, kind: object, served: str) -> ValidationError:
-    """The error for the request's tool `index` of a type the gateway does not serve: a
-    tool its upstream would run (the gateway offers the model only the client's tools, of
-    type `served`, and its own)."""
+def unserved_tool(index: int, kind: object, served: str, within: str = "") -> ValidationError:
+    """The error for the tool `index` of a request's tools (or of those of its field
+    `within`) of a type the gateway does not serve: a tool its upstream would run (the
+    gateway offers the model only the client's tools, of type `served`, and its own)."""
     return ValidationError(
-        f"tools[{index}].type",
+        f"{within}tools[{index}].type",
         f"{kind!r} tools are not served: only {served} tools are (the client runs them)",
     )

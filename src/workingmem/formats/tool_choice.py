@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ValidationError
+from . import unserved_tool
 
 __all__ = [
     "ALLOWED_TOOLS",
@@ -67,10 +68,7 @@ def checked(choice: Mapping[str, Any], tools: object, field: str) -> None:
     for index, tool in enumerate(tools):
         if not isinstance(tool, Mapping) or tool.get("type") != "function":
             kind = tool.get("type") if isinstance(tool, Mapping) else tool
-            raise ValidationError(
-                f"{field}.tools[{index}].type",
-                f"{kind!r} tools are not served: only function tools are (the client runs them)",
-            )
+            raise unserved_tool(index, kind, "function", within=f"{field}.")
 
 
 def responses_allowed(choice: Mapping[str, Any]) -> dict[str, Any]:
