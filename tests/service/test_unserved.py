@@ -58,14 +58,26 @@ def stored_nothing(api: httpx.Client, thread: str) -> None:
         ),
         ({"functions": [WEATHER["function"]]}, "functions", "deprecated"),
         ({"function_call": "auto"}, "function_call", "deprecated"),
+        (
+            {
+                "messages": [
+                    *ASK,
+                    {"role": "assistant", "content": "Calling."},
+                    {"role": "function", "name": "get_weather", "content": "sunny"},
+                ]
+            },
+            "messages[2].role",
+            "deprecated",
+        ),
     ],
 )
 def test_chat_completions(
     fields: dict[str, Any], param: str, named: str, oai: openai.OpenAI, api: httpx.Client
 ) -> None:
+    request: dict[str, Any] = {"messages": ASK, **fields}
     with pytest.raises(openai.BadRequestError) as raised:
         oai.chat.completions.create(
-            model="answer-model", messages=ASK, extra_headers={"X-Thread-Id": "t1"}, **fields
+            model="answer-model", extra_headers={"X-Thread-Id": "t1"}, **request
         )
     assert refused(raised)[0] == param
     assert named in refused(raised)[1]

@@ -77,8 +77,8 @@ ORDER_RULES = (
     "`max_tokens` must fit the model's window with the system prompt and the tools, else the "
     "answer is a 400 `context_length_exceeded`, as at OpenAI. `n` > 1 is served without "
     "`stream`. Tools and `tool_choice` (`allowed_tools` too): function tools only (the client "
-    "runs them); any other type, and the deprecated `functions` and `function_call`, is a 400 "
-    "that names it."
+    "runs them); any other type, and the deprecated `functions`, `function_call` and "
+    "`function` messages, is a 400 that names it."
 )
 """What JSON Schema cannot say of a request; published as the operation's description."""
 
@@ -221,8 +221,16 @@ class ToolMessageIn(_Message):
     tool_call_id: Id
 
 
+class FunctionMessageIn(_Message):
+    """A result of the deprecated ``functions``: refused with a 400 that names it
+    (`unserved`), as ``functions`` is."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["function"]
+
+
 ChatMessageIn = Annotated[
-    SystemMessageIn | UserMessageIn | AssistantMessageIn | ToolMessageIn,
+    SystemMessageIn | UserMessageIn | AssistantMessageIn | ToolMessageIn | FunctionMessageIn,
     Field(discriminator="role"),
 ]
 
@@ -403,6 +411,13 @@ def unserved(body: ChatCompletionRequest) -> None:
     for name in ("functions", "function_call"):
         if getattr(body, name) is not None:
             raise ValidationError(name, "is deprecated by OpenAI and not served: send tools")
+    for index, message in enumerate(body.messages):
+        if isinstance(message, FunctionMessageIn):
+            raise ValidationError(
+                f"messages[{index}].role",
+                "'function' messages are deprecated by OpenAI and not served: send tool "
+                "messages, with the tool_call_id of the call they answer",
+            )
 
 
 def forwarded(body: ChatCompletionRequest) -> dict[str, Any]:
