@@ -28,6 +28,7 @@ from .files import chat_part_of_input_file, input_file_of_chat_part
 __all__ = [
     "FORMAT",
     "OPEN_UNIT_READ",
+    "is_reference",
     "items_of",
     "items_of_message",
     "open_calls",
@@ -106,6 +107,13 @@ def starts_with_output(items: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the first item is a call's output (``function_call_output``, ...)."""
     kind = items[0].get("type") if items else None
     return isinstance(kind, str) and kind.endswith("_output")
+
+
+def is_reference(item: Mapping[str, Any]) -> bool:
+    """An ``item_reference``: its type says so, or, left out (OpenAI's types allow it), the
+    item has no role, which a message would."""
+    kind = item.get("type")
+    return kind == "item_reference" or (kind is None and "role" not in item)
 
 
 def items_of(turn: Turn) -> list[dict[str, Any]]:

@@ -15,12 +15,12 @@ their results) are stored in the thread but are not the client's items (R30).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import NotFoundError
-from ..formats.responses import OPEN_UNIT_READ, items_of, open_calls
+from ..formats.responses import OPEN_UNIT_READ, is_reference, items_of, open_calls
 from ..messages import check_id
 from ..placement import visible
 from ..stores.base import TurnStore, read_turns
@@ -28,7 +28,6 @@ from ..types import Turn
 
 __all__ = [
     "ItemPage",
-    "is_reference",
     "item_with_id",
     "list_items",
     "locate",
@@ -179,6 +178,25 @@ async def locate(
 ) -> tuple[int, int]:
     """The (seq, index in the turn) of the item; `NotFoundError` when the thread has none of
     that id (or the thread is missing, or another tenant's)."""
+    turn, index = await _find(store, tenant_id, thread_id, item_id, first, last)
+    assert turn.seq is not None
+    return turn.seq, index
+
+
+async def stored_item(
+    store: TurnStore, *, tenant_id: str, thread_id: str, item_id: str, last: int | None = None
+) -> tuple[int, int, dict[str, Any]]:
+    """(seq, index, the item as it was stored) of the item of that id in turns 1..`last` (the
+    whole thread by default); `NotFoundError` as `locate`."""
+    turn, index = await _find(store, tenant_id, thread_id, item_id, 1, last)
+    assert turn.seq is not None
+    return turn.seq, index, items_of(turn)[index]
+
+
+async def _find(
+    store: TurnStore, tenant_id: str, thread_id: str, item_id: str, first: int, last: int | None
+) -> tuple[Turn, int]:
+    """The turn that holds the item, and the item's place in it (one read of the turn)."""
     if last is None:
         last = (await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)).turn_count
     position = _POSITION.match(item_id)
@@ -190,34 +208,13 @@ async def locate(
             )
             items = _items(page[0]) if page else []
             if index < len(items) and items[index]["id"] == item_id:
-                return seq, index
+                return page[0], index
         raise NotFoundError("item", item_id)
     async for turn in _turns(store, tenant_id, thread_id, "desc", first, last):
         for index, item in enumerate(_items(turn)):
             if item["id"] == item_id:
-                assert turn.seq is not None
-                return turn.seq, index
+                return turn, index
     raise NotFoundError("item", item_id)
-
-
-async def stored_item(
-    store: TurnStore, *, tenant_id: str, thread_id: str, item_id: str, last: int | None = None
-) -> tuple[int, int, dict[str, Any]]:
-    """(seq, index, the item as it was stored) of the item of that id in turns 1..`last` (the
-    whole thread by default); `NotFoundError` as `locate`."""
-    seq, index = await locate(
-        store, tenant_id=tenant_id, thread_id=thread_id, item_id=item_id, last=last
-    )
-    page = await store.list_turns(
-        tenant_id=tenant_id, thread_id=thread_id, after_seq=seq - 1, limit=1
-    )
-    return seq, index, items_of(page[0])[index]
-
-
-def is_reference(item: Mapping[str, Any]) -> bool:
-    """An ``item_reference``: its type says so, or, left out, the item has no role."""
-    kind = item.get("type")
-    return kind == "item_reference" or (kind is None and "role" not in item)
 
 
 async def with_references(

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
+from ..formats.responses import is_reference
 from ..messages import MAX_PARTS
 from .chat_schemas import Metadata, ResponseFormatJSONObject, ResponseFormatText, Tokens
 from .params import ID_SCHEMA
@@ -118,13 +119,12 @@ class OtherItem(OpenShape):
 
 
 def _item_kind(value: Any) -> str:
-    if isinstance(value, dict):
-        kind, role = value.get("type"), value.get("role")
+    if isinstance(value, dict):  # as sent: OpenAI's types leave out a message's type, and a
+        # reference's
+        kind = "item_reference" if is_reference(value) else value.get("type") or "message"
     else:
-        kind, role = getattr(value, "type", None), getattr(value, "role", None)
-    if kind is None:  # a message, or an item reference: OpenAI's types leave out both types
-        kind = (
-            "item_reference" if role is None and not isinstance(value, MessageItem) else "message"
+        kind = getattr(value, "type", None) or (
+            "message" if isinstance(value, MessageItem) else "item_reference"
         )
     return kind if kind in KNOWN_TYPES else "other"
 
