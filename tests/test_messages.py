@@ -350,3 +350,22 @@ def test_a_content_part_type_the_chat_format_lacks_is_refused(role: str, kind: s
     with pytest.raises(wm.ValidationError) as caught:
         normalize_messages([message])
     assert caught.value.field == "messages[0].content[0].type"
+
+
+def test_an_assistant_messages_refusal_field_is_kept_as_a_refusal_part_after_its_content() -> None:
+    """OpenAI's ``refusal`` field (an SDK message dumped, a history resent) is where the
+    library keeps refusals; anything but a text there is refused with its place."""
+    said = normalize_messages(
+        [
+            {"role": "assistant", "content": "Partly:", "refusal": "not that."},
+            {"role": "assistant", "content": None, "refusal": "No."},
+        ]
+    )
+    assert said[0]["content"] == [
+        {"type": "text", "text": "Partly:"},
+        {"type": "refusal", "refusal": "not that."},
+    ]
+    assert said[1]["content"] == [{"type": "refusal", "refusal": "No."}]
+    with pytest.raises(wm.ValidationError) as bad:
+        normalize_messages([{"role": "assistant", "content": "x", "refusal": ["no"]}])
+    assert bad.value.field == "messages[0].refusal"

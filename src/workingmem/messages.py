@@ -75,7 +75,7 @@ _PART_TYPES: dict[str, frozenset[str]] = {
 """The content parts of OpenAI's chat format, per role."""
 _KEYS: dict[str, frozenset[str]] = {
     "user": frozenset({"role", "content", "name"}),
-    "assistant": frozenset({"role", "content", "name", "tool_calls"}),
+    "assistant": frozenset({"role", "content", "name", "tool_calls", "refusal"}),
     "tool": frozenset({"role", "content", "tool_call_id"}),
 }
 
@@ -224,6 +224,9 @@ def _normalize_one(item: object, path: str) -> Message:
 
     message: Message = {"role": role}
     content = raw.get("content")
+    refusal = raw.get("refusal")
+    if role == "assistant" and refusal:  # the SDK's field: a refusal part after the content
+        content = _with_refusal(content, refusal, f"{path}.refusal")
     tool_calls = raw.get("tool_calls") or None
     if role == "assistant":
         if tool_calls is not None:
@@ -245,6 +248,17 @@ def _normalize_one(item: object, path: str) -> Message:
 
     _check_size(message, path)
     return message
+
+
+def _with_refusal(content: object, refusal: object, path: str) -> list[Any]:
+    """An assistant message's content with its ``refusal`` (OpenAI's field, as a resent
+    history carries it) as a refusal part after it."""
+    if not isinstance(refusal, str):
+        raise ValidationError(path, f"must be a string, got {type(refusal).__name__}")
+    parts: list[Any] = list(content) if isinstance(content, list) else []
+    if isinstance(content, str) and content:
+        parts.append({"type": "text", "text": content})
+    return [*parts, {"type": "refusal", "refusal": refusal}]
 
 
 def _normalize_content(content: object, path: str, role: Role) -> str | list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["ORIGINAL_KEY", "carrying", "unserved_tool"]
+__all__ = ["ORIGINAL_KEY", "carrying", "unserved_choice", "unserved_tool"]
 
 ORIGINAL_KEY = "workingmem_original"
 """A window's message sent to an upstream that speaks a turn's own format (the Responses API,
@@ -32,4 +32,14 @@ def unserved_tool(index: int, kind: object, served: str, within: str = "") -> Va
     return ValidationError(
         f"{within}tools[{index}].type",
         f"{kind!r} tools are not served: only {served} tools are (the client runs them)",
+    )
+
+
+def unserved_choice(kind: object) -> ValidationError:
+    """The error for a tool choice of a type the gateway does not serve (a hosted tool's, an
+    MCP server's, a custom tool's)."""
+    return ValidationError(
+        "tool_choice.type",
+        f"{kind!r} tool choices are not served: only 'none', 'auto', 'required', "
+        "'allowed_tools' or a function tool",
     )

@@ -15,9 +15,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ValidationError
 from ..types import Message, NativeItem
-from . import unserved_tool
+from . import unserved_choice, unserved_tool
 from .responses import turns_of
 from .tool_choice import ALLOWED_TOOLS, responses_allowed
 
@@ -65,11 +64,7 @@ def chat_options(
         options["tool_choice"] = responses_allowed(tool_choice)
     elif isinstance(tool_choice, Mapping):
         if tool_choice.get("type") != "function":
-            raise ValidationError(
-                "tool_choice.type",
-                f"{tool_choice.get('type')!r} tool choices are not served: only 'none', "
-                "'auto', 'required', 'allowed_tools' or a function tool",
-            )
+            raise unserved_choice(tool_choice.get("type"))
         options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["name"]}}
     fmt = (text or {}).get("format")
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":

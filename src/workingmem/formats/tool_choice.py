@@ -58,9 +58,13 @@ def allowing(options: Mapping[str, Any] | None, names: Iterable[str]) -> Mapping
     return {**(options or {}), "tool_choice": chat_allowed(found[0], [*found[1], *extra])}
 
 
-def checked(choice: Mapping[str, Any], tools: object, field: str) -> None:
-    """Refuses an ``allowed_tools`` choice whose mode is not OpenAI's or whose tools are not
-    a list of function tools (the only tools the gateway serves), naming the place."""
+def checked(choice: object, field: str) -> None:
+    """Refuses an ``allowed_tools`` choice (its ``mode`` and ``tools``) whose mode is not
+    OpenAI's or whose tools are not a list of function tools (the only tools the gateway
+    serves), naming the place."""
+    if not isinstance(choice, Mapping):
+        raise ValidationError(field, "must be an object with mode and tools")
+    tools = choice.get("tools")
     if choice.get("mode") not in _MODES:
         raise ValidationError(f"{field}.mode", f"must be one of {', '.join(_MODES)}")
     if not isinstance(tools, list):
@@ -73,10 +77,9 @@ def checked(choice: Mapping[str, Any], tools: object, field: str) -> None:
 
 def responses_allowed(choice: Mapping[str, Any]) -> dict[str, Any]:
     """A Responses ``allowed_tools`` choice in chat's shape (checked)."""
-    tools = choice.get("tools")
-    checked(choice, tools, "tool_choice")
-    assert isinstance(tools, list)
-    return chat_allowed(str(choice["mode"]), (str(tool.get("name")) for tool in tools))
+    checked(choice, "tool_choice")
+    names = (str(tool.get("name")) for tool in choice["tools"])
+    return chat_allowed(str(choice["mode"]), names)
 
 
 def responses_choice(choice: Mapping[str, Any]) -> dict[str, Any]:

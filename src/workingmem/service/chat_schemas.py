@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from ..errors import ValidationError
-from ..formats import unserved_tool
+from ..formats import unserved_choice, unserved_tool
 from ..formats.tool_choice import ALLOWED_TOOLS, checked
 from ..llm import Usage
 from ..messages import MAX_PARTS
@@ -208,8 +208,8 @@ class AssistantMessageIn(_Message):
     name: Id | None = None
     tool_calls: Annotated[list[ToolCallIn], Field(max_length=128)] | None = None
     refusal: str | None = None
-    """The model's refusal, as a history resent carries it: stored as a refusal part after
-    the content."""
+    """The model's refusal, as a history resent carries it: the library stores it as a
+    refusal part after the content."""
     audio: None = None
     function_call: None = None
     annotations: Annotated[list[Any], Field(max_length=0)] | None = None
@@ -263,8 +263,9 @@ class NamedToolChoice(BaseModel):
 
 
 class OtherKind(BaseModel):
-    """A tool or a tool choice of another type than ``function`` (``custom``, an
-    ``allowed_tools`` choice): refused with a 400 that names it (`unserved`)."""
+    """A tool or a tool choice of another type than ``function``: an ``allowed_tools``
+    choice (checked), or one the gateway does not serve (``custom``), refused with a 400 that
+    names it (`unserved`)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -399,15 +400,10 @@ def unserved(body: ChatCompletionRequest) -> None:
         if isinstance(tool, OtherKind):
             raise unserved_tool(index, tool.type, "function")
     choice = body.tool_choice
-    allowed = choice.model_dump().get(ALLOWED_TOOLS) if isinstance(choice, OtherKind) else None
-    if isinstance(choice, OtherKind) and choice.type == ALLOWED_TOOLS and isinstance(allowed, dict):
-        checked(allowed, allowed.get("tools"), "tool_choice.allowed_tools")
+    if isinstance(choice, OtherKind) and choice.type == ALLOWED_TOOLS:
+        checked(choice.model_dump().get(ALLOWED_TOOLS), "tool_choice.allowed_tools")
     elif isinstance(choice, OtherKind):
-        raise ValidationError(
-            "tool_choice.type",
-            f"{choice.type!r} tool choices are not served: only 'none', 'auto', 'required', "
-            "'allowed_tools' or a function tool",
-        )
+        raise unserved_choice(choice.type)
     for name in ("functions", "function_call"):
         if getattr(body, name) is not None:
             raise ValidationError(name, "is deprecated by OpenAI and not served: send tools")

@@ -173,8 +173,8 @@ class NamedFunction(BaseModel):
 
 
 class OtherToolChoice(OpenShape):
-    """A hosted tool's, an MCP server's, a custom tool's or an ``allowed_tools`` choice:
-    refused with a 400 that names it (`chat_options`)."""
+    """An ``allowed_tools`` choice (checked), or a hosted tool's, an MCP server's or a custom
+    tool's, refused with a 400 that names it (`chat_options`)."""
 
     type: NotFunction
 

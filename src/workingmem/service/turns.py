@@ -13,7 +13,6 @@ results of the client's tool calls.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 from ..errors import ValidationError
 from ..types import Message
@@ -66,18 +65,5 @@ def plan_turns(body: ChatCompletionRequest) -> NewTurns:
                 code="invalid_value",
                 param=f"messages[{index}].role",
             )
-        clean.append(_refusal_as_part(message))
+        clean.append(message)
     return NewTurns(system_prompt=system, messages=clean, offset=offset)
-
-
-def _refusal_as_part(message: Message) -> Message:
-    """An assistant message's ``refusal`` (the SDK's field) as a refusal part after its
-    content, where the library keeps it."""
-    refusal = message.get("refusal")
-    if not isinstance(refusal, str):
-        return message
-    content = message.get("content")
-    parts = [{"type": "text", "text": content}] if isinstance(content, str) and content else []
-    parts = parts if not isinstance(content, list) else list(content)
-    rest = {key: value for key, value in message.items() if key != "refusal"}
-    return cast(Message, {**rest, "content": [*parts, {"type": "refusal", "refusal": refusal}]})
