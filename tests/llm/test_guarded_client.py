@@ -337,6 +337,8 @@ async def test_spans_carry_the_meta_and_the_usage(
         "gen_ai.response.model": "cheap",
         "gen_ai.usage.input_tokens": 40,
         "gen_ai.usage.output_tokens": 2,
+        "gen_ai.usage.cache_read.input_tokens": 0,
+        "gen_ai.usage.cache_creation.input_tokens": 0,
         "gen_ai.response.finish_reasons": ["stop"],
         "workingmem.llm.kind": "MEMORY_WORKING",
         "workingmem.llm.outcome": "ok",

@@ -149,7 +149,18 @@ def test_sse_wire_format(upstream: ScriptedUpstream) -> None:
     assert [c["choices"][0]["delta"].get("content") for c in chunks[1:4]] == ["abcd", "efgh", "ij"]
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["choices"] == []
-    assert chunks[-1]["usage"] == {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}
+    assert chunks[-1]["usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": 2,
+        "total_tokens": 9,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
 
 
 async def test_stream_through_the_sdk(upstream: ScriptedUpstream) -> None:

@@ -75,10 +75,15 @@ def message_body(reply: Reply, request: dict[str, Any], number: int) -> dict[str
         "stop_reason": _STOP_REASONS.get(reason, reason),
         "stop_sequence": None,
         "usage": {
-            "input_tokens": prompt,
+            "input_tokens": prompt - reply.cached_tokens - reply.cache_write_tokens,
             "output_tokens": output,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": reply.cache_write_tokens,
+            "cache_read_input_tokens": reply.cached_tokens,
+            **(
+                {"output_tokens_details": {"thinking_tokens": reply.reasoning_tokens}}
+                if reply.reasoning_tokens
+                else {}
+            ),
         },
     }
 

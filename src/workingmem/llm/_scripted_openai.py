@@ -45,7 +45,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def usage_of(reply: Reply, request: dict[str, Any]) -> dict[str, int]:
+def usage_of(reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     prompt = reply.prompt_tokens
     if prompt is None:
         prompt = sum(
@@ -60,6 +60,19 @@ def usage_of(reply: Reply, request: dict[str, Any]) -> dict[str, int]:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
+        "prompt_tokens_details": {
+            "cached_tokens": reply.cached_tokens,
+            "audio_tokens": 0,
+            **(
+                {"cache_write_tokens": reply.cache_write_tokens} if reply.cache_write_tokens else {}
+            ),
+        },
+        "completion_tokens_details": {
+            "reasoning_tokens": reply.reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
     }
 
 
@@ -213,9 +226,12 @@ def response_body(reply: Reply, request: dict[str, Any], number: int) -> dict[st
         "tools": request.get("tools") or [],
         "usage": {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {
+                "cached_tokens": reply.cached_tokens,
+                "cache_write_tokens": reply.cache_write_tokens,
+            },
             "output_tokens": completion,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
             "total_tokens": prompt + completion,
         },
     }

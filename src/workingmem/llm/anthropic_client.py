@@ -51,8 +51,8 @@ from .base import (
     StreamEnd,
     StreamEvent,
     TextDelta,
-    Usage,
 )
+from .usage import from_anthropic
 
 if TYPE_CHECKING:
     import anthropic
@@ -462,15 +462,10 @@ def completion_of(message: Any, model: str) -> Completion:
         raise LLMError(f"the upstream answered with no message: {shortened(str(message))}")
     blocks = [b for b in message.get("content") or () if isinstance(b, dict)]
     view = answer_view(blocks)
-    usage = message.get("usage") or {}
-    prompt = sum(
-        int(usage.get(name) or 0)
-        for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    )
     calls = tuple(view.get("tool_calls") or ())
     return Completion(
         text=str(view.get("content") or ""),
-        usage=Usage(prompt_tokens=prompt, completion_tokens=int(usage.get("output_tokens") or 0)),
+        usage=from_anthropic(message.get("usage")),
         model=str(message.get("model") or model),
         finish_reason=_STOP_REASONS.get(str(message.get("stop_reason")), "stop"),
         tool_calls=calls,

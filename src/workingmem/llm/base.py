@@ -60,12 +60,19 @@ class CallKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """The tokens one call spent, as the upstream reported them (0 when it did not)."""
+    """The tokens one call spent, as the upstream reported them (0 when it did not); each
+    API's shape of it is read and written by `workingmem.llm.usage`."""
 
     prompt_tokens: int = 0
-    """The input tokens."""
+    """The input tokens, all of them: those read from and written to the prompt cache too."""
     completion_tokens: int = 0
-    """The output tokens."""
+    """The output tokens, reasoning included."""
+    cached_tokens: int = 0
+    """Of the input tokens, those read from the upstream's prompt cache (billed lower)."""
+    cache_write_tokens: int = 0
+    """Of the input tokens, those written to the upstream's prompt cache."""
+    reasoning_tokens: int = 0
+    """Of the output tokens, those the model spent reasoning (thinking)."""
 
     @property
     def total_tokens(self) -> int:
@@ -76,6 +83,9 @@ class Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

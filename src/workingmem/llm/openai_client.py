@@ -36,6 +36,7 @@ from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS, SdkClient, json_decode, llm_error, root_cause
 from ._text import shortened
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
+from .usage import from_chat
 
 if TYPE_CHECKING:
     import openai
@@ -341,16 +342,12 @@ def _completion(response: Any, model: str) -> Completion:
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         raise TypeError(f"message content is {type(content).__name__}, not text")
-    usage = response.get("usage") or {}
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list) or not all(isinstance(call, dict) for call in calls):
         raise TypeError("tool_calls is not a list of calls")
     return Completion(
         text=content or "",
-        usage=Usage(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        ),
+        usage=from_chat(response.get("usage")),
         model=response.get("model") or model,
         finish_reason=choice.get("finish_reason"),
         tool_calls=tuple({k: v for k, v in call.items() if v is not None} for call in calls),
@@ -377,10 +374,7 @@ class _StreamedAnswer:
             self.named_model = chunk["model"]
         usage = chunk.get("usage")
         if usage is not None:  # the include_usage chunk; some servers send it on each
-            self.usage = Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            )
+            self.usage = from_chat(usage)
         text = ""
         for choice in chunk.get("choices") or ():
             if choice.get("index") not in (0, None):  # we never ask for n > 1; some omit it

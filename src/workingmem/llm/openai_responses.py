@@ -25,8 +25,9 @@ from ..formats.tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS
 from ._text import shortened
-from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
+from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta
 from .openai_client import OpenAIClient
+from .usage import from_responses
 
 __all__ = ["OpenAIResponsesClient"]
 
@@ -184,14 +185,10 @@ def completion_of(response: Any, model: str) -> Completion:
                     "function": {"name": item["name"], "arguments": item["arguments"]},
                 }
             )
-    usage = response.get("usage") or {}
     cut = (response.get("incomplete_details") or {}).get("reason") == "max_output_tokens"
     return Completion(
         text="".join(texts),
-        usage=Usage(
-            prompt_tokens=int(usage.get("input_tokens") or 0),
-            completion_tokens=int(usage.get("output_tokens") or 0),
-        ),
+        usage=from_responses(response.get("usage")),
         model=response.get("model") or model,
         finish_reason="tool_calls" if calls else "length" if cut else "stop",
         tool_calls=tuple(calls),

@@ -80,9 +80,17 @@ class Reply:
     text: str | None = ""
     """The assistant's content; None for a turn that only calls tools."""
     prompt_tokens: int | None = None
-    """The reported input tokens; None estimates them from the request (chars / 4)."""
+    """The reported input tokens, cached ones included; None estimates them from the request
+    (chars / 4). Anthropic's answer reports those the cache did not serve as its
+    ``input_tokens``, as Anthropic counts them."""
     completion_tokens: int | None = None
     """The reported output tokens; None estimates them from the text (chars / 4)."""
+    cached_tokens: int = 0
+    """Of the input tokens, those reported read from the prompt cache."""
+    cache_write_tokens: int = 0
+    """Of the input tokens, those reported written to the prompt cache."""
+    reasoning_tokens: int = 0
+    """Of the output tokens, those reported spent reasoning."""
     tool_calls: Sequence[Mapping[str, Any]] = ()
     """Tool calls in OpenAI message format; see `tool_call`."""
     finish_reason: str | None = None

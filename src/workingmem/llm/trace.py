@@ -233,6 +233,10 @@ def _finish_span(span: Span, record: CallRecord) -> None:
         span.set_attribute("gen_ai.response.model", completion.model)
         span.set_attribute("gen_ai.usage.input_tokens", completion.usage.prompt_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", completion.usage.completion_tokens)
+        span.set_attribute("gen_ai.usage.cache_read.input_tokens", completion.usage.cached_tokens)
+        span.set_attribute(
+            "gen_ai.usage.cache_creation.input_tokens", completion.usage.cache_write_tokens
+        )
         if completion.finish_reason is not None:
             span.set_attribute("gen_ai.response.finish_reasons", [completion.finish_reason])
     if record.reason is not None:

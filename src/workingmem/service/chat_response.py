@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..gateway import AskResult
+from ..llm.usage import to_chat
 from ..placement import GATEWAY_TOOLS, tool_name
 from .chat_schemas import AssistantMessage, ChatCompletion, Choice, CompletionUsage, ToolCallOut
 
@@ -21,7 +22,7 @@ __all__ = ["completion_body"]
 
 
 def completion_body(result: AskResult, *, completion_id: str, created: int) -> dict[str, Any]:
-    usage = CompletionUsage.of(result.usage).model_dump()
+    usage = to_chat(result.usage)
     if result.response is None or not result.response.get("choices"):
         return ChatCompletion(
             id=completion_id,
@@ -45,9 +46,9 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
     body.setdefault("created", created)
     body.setdefault("model", result.model)
     if result.tool_rounds:
-        body["usage"] = usage  # the rounds' sum; their details do not add up
+        body["usage"] = usage  # the rounds' sum; the details we do not read do not add up
     else:
-        body["usage"] = {**(body.get("usage") or {}), **usage}
+        body["usage"] = _with_upstream_details(body.get("usage"), usage)
     for choice in body["choices"]:
         message = choice.get("message") or {}
         calls = [c for c in message.get("tool_calls") or () if tool_name(c) not in GATEWAY_TOOLS]
@@ -64,6 +65,19 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
     else:
         message.pop("tool_calls", None)
     return body
+
+
+def _with_upstream_details(given: object, usage: dict[str, Any]) -> dict[str, Any]:
+    """`usage` over the upstream's own: the details we do not read (audio tokens, predicted
+    tokens, ...) kept beside those we do."""
+    if not isinstance(given, dict):
+        return usage
+    merged = {**given, **usage}
+    for key in ("prompt_tokens_details", "completion_tokens_details"):
+        theirs = given.get(key)
+        if isinstance(theirs, dict):
+            merged[key] = {**theirs, **usage[key]}
+    return merged
 
 
 def _writable(response: dict[str, Any]) -> dict[str, Any]:

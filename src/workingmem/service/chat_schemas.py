@@ -31,6 +31,7 @@ from ..errors import ValidationError
 from ..formats import unserved_choice, unserved_tool
 from ..formats.tool_choice import ALLOWED_TOOLS, checked
 from ..llm import Usage
+from ..llm.usage import to_chat
 from ..messages import MAX_PARTS
 from .params import ID_SCHEMA
 from .wire import NotFunction, type_is
@@ -464,18 +465,27 @@ class Choice(BaseModel):
     logprobs: dict[str, Any] | None = None
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class CompletionTokensDetails(BaseModel):
+    reasoning_tokens: int = 0
+
+
 class CompletionUsage(BaseModel):
+    """What the upstream reported, its prompt cache's share and its reasoning included."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+    completion_tokens_details: CompletionTokensDetails
 
     @classmethod
     def of(cls, usage: Usage) -> CompletionUsage:
-        return cls(
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens,
-        )
+        return cls.model_validate(to_chat(usage))
 
 
 class ChatCompletion(BaseModel):

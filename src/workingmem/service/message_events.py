@@ -85,10 +85,7 @@ async def message_events(
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                    "usage": {
-                        "input_tokens": message["usage"]["input_tokens"],
-                        "output_tokens": message["usage"]["output_tokens"],
-                    },
+                    "usage": message["usage"],
                 }
             )
         )

@@ -49,6 +49,8 @@ class Metrics:
         self.requests: Counter[tuple[str, str, str]] = Counter()
         self.latency: defaultdict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
         self.answer_tokens: Counter[str] = Counter()
+        self.cache_tokens: Counter[str] = Counter()
+        """Of the answers' prompt tokens, those read from and written to the cache."""
         self.answers = 0
         self.helper_calls = 0
         self.helper_tokens: Counter[str] = Counter()
@@ -63,6 +65,8 @@ class Metrics:
         self.answers += 1
         self.answer_tokens["prompt"] += usage.prompt_tokens
         self.answer_tokens["completion"] += usage.completion_tokens
+        self.cache_tokens["read"] += usage.cached_tokens
+        self.cache_tokens["write"] += usage.cache_write_tokens
 
     def on_report(self, report: UpdateReport) -> None:
         """The gateway's `on_report`: one background memory update."""
@@ -114,6 +118,14 @@ class Metrics:
         )
         _family(
             out,
+            "workingmem_answer_cache_tokens_total",
+            "counter",
+            "Prompt tokens of the answering model the upstream read from (read) or wrote to "
+            "(write) its prompt cache.",
+            ((_labels(kind=kind), self.cache_tokens[kind]) for kind in _CACHE_KINDS),
+        )
+        _family(
+            out,
             "workingmem_helper_calls_total",
             "counter",
             "Helper (cheap model) calls.",
@@ -153,6 +165,7 @@ class Metrics:
 
 
 _TOKEN_KINDS = ("prompt", "completion")
+_CACHE_KINDS = ("read", "write")
 
 
 def _family(

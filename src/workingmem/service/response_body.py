@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..llm import Usage
+from ..llm.usage import to_responses
 from .responses_schemas import ResponseCreateRequest
 
-__all__ = ["ResponseInfo", "Status", "response_object", "response_usage"]
+__all__ = ["ResponseInfo", "Status", "response_object"]
 
 Status = Literal["in_progress", "completed", "incomplete", "failed"]
 
@@ -28,17 +29,6 @@ class ResponseInfo:
     model: str
     request: ResponseCreateRequest
     conversation_id: str | None = None
-
-
-def response_usage(usage: Usage) -> dict[str, Any]:
-    """`Usage` as a Response's ``usage``."""
-    return {
-        "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": usage.total_tokens,
-    }
 
 
 def response_object(
@@ -82,7 +72,7 @@ def response_object(
         "tools": [tool.model_dump(mode="json", exclude_unset=True) for tool in request.tools or ()],
         "top_p": 1.0 if request.top_p is None else request.top_p,
         "truncation": request.truncation or "disabled",
-        "usage": response_usage(usage) if usage is not None else None,
+        "usage": to_responses(usage) if usage is not None else None,
         "user": request.user,
         "safety_identifier": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream, AskResult
 from ..llm import NativeEvent, Usage
-from .chat_schemas import CompletionUsage
+from ..llm.usage import to_chat
 from .disconnect import LastPiece
 from .errors import ApiError, error_body, map_error
 from .metrics import Metrics
@@ -134,7 +134,7 @@ async def answer_events(
         if info.include_usage:
             last = chunk({})
             last["choices"] = []
-            last["usage"] = CompletionUsage.of(usage).model_dump()
+            last["usage"] = to_chat(usage)
             closing.append(_event(last))
         closing.append(b"data: [DONE]\n\n")
         yield LastPiece(b"".join(closing))

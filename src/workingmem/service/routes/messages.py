@@ -38,6 +38,7 @@ from ...formats.responses_chat import new_id
 from ...gateway import AskResult
 from ...llm import Completion
 from ...llm.anthropic_client import HEADERS_OPTION, SYSTEM_CACHE_OPTION
+from ...llm.usage import to_anthropic
 from ...messages import check_id
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
@@ -219,12 +220,7 @@ def _message(info: MessageInfo, result: AskResult) -> dict[str, Any]:
         "content": content,
         "stop_reason": stop_reason(result.finish_reason, calls=bool(result.tool_calls)),
         "stop_sequence": None,
-        "usage": {
-            "input_tokens": result.usage.prompt_tokens,
-            "output_tokens": result.usage.completion_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-        },
+        "usage": to_anthropic(result.usage),
     }
 
 
