@@ -459,6 +459,7 @@ class Gateway:
         tools: Sequence[dict[str, Any]] | None = None,
         session: str | None = None,
         options: Mapping[str, Any] | None = None,
+        appends: bool = False,
     ) -> int:
         """The input tokens of the request `ask` would send for these messages now: the
         thread's memory with the request's new turns after it, the system prompt, the tools
@@ -466,8 +467,12 @@ class Gateway:
         upstream when its client can count (`count_tokens`: an Anthropic upstream, with
         `options` such as ``thinking``), else with the model's tokenizer (an estimate, 4
         characters a token, for a model it does not know); a request that edits the thread
-        is counted as if it extended it."""
-        request = request_turns(None, messages)
+        is counted as if it extended it; with `appends`, as `ask` places it (new turns, never
+        an edit). No messages count the thread's memory alone (the Responses API's count of a
+        conversation)."""
+        if not messages and thread_id is None:
+            raise ValidationError("messages", "nothing to count: give messages, or a thread_id")
+        request = request_turns(None, messages) if messages else AskRequest(items=[], views=[])
         client_tools = check_client_tools(list(tools) if tools is not None else None)
         plan = self.plan(profile, model=model, system_prompt=system_prompt)
         tokenizer = tokenizer_for(plan.model)
@@ -487,6 +492,7 @@ class Gateway:
             thread_id=thread_id,
             request=request.views,
             tokenizer=tokenizer,
+            rewrites=bool(request.views) and not appends,
         )
         # a thread with turns: its memory as the answer would read it; a new one: what it
         # opens with

@@ -39,6 +39,7 @@ pytestmark = pytest.mark.filterwarnings(
 EXAMPLES = 25
 CHAT = "POST /v1/chat/completions"
 RESPONSES = "POST /v1/responses"
+COUNT = "POST /v1/responses/input_tokens"
 MESSAGES = ("POST /v1/messages", "POST /v1/messages/count_tokens")
 ROOMY = CONFIG.model_copy(
     update={"models": {"answer-model": wm.ModelInfo(id="answer-model", context_window=1_000_000)}}
@@ -88,6 +89,8 @@ def target(
                 return in_order(body)
             if label == RESPONSES:
                 return answerable(body)
+            if label == COUNT:
+                return countable(body)
             if label in MESSAGES:  # the body as `map_body` moves it (filters run first)
                 return transcript_in_order(within_rules(body))
             return True
@@ -171,6 +174,15 @@ def answerable(body: Any) -> bool:
             return last.get("role") != "assistant"
         return isinstance(kind, str) and kind.endswith("_output")
     return True
+
+
+def countable(body: Any) -> bool:
+    """The count's description (`routes.responses.COUNT_RULES`): the Responses rules, and
+    input unless the request names the thread to count."""
+    if not isinstance(body, dict):
+        return True
+    named = body.get("conversation") is not None or body.get("previous_response_id") is not None
+    return answerable(body) and (named or body.get("input") not in (None, []))
 
 
 def within_rules(body: Any) -> Any:

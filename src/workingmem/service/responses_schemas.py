@@ -26,8 +26,10 @@ from .wire import Id, LongText, NotFunction, OpenShape, type_is
 __all__ = [
     "ConversationCreateRequest",
     "ConversationUpdateRequest",
+    "InputTokenCountRequest",
     "ItemsCreateRequest",
     "ResponseCreateRequest",
+    "ResponseInputRequest",
     "dumped",
 ]
 
@@ -217,18 +219,14 @@ class ConversationParam(BaseModel):
     id: Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
 
 
-class ResponseCreateRequest(BaseModel):
-    """``POST /v1/responses``: what the model is asked, and which thread it continues."""
+class ResponseInputRequest(BaseModel):
+    """What a request to create a response and a request to count its input tokens share:
+    the input, the thread it continues, the instructions and the tools."""
 
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={
-            "examples": [{"model": "gpt-4o-mini", "input": "What did I say my budget was?"}]
-        },
-    )
+    model_config = ConfigDict(extra="allow")
 
     model: Annotated[str, Field(max_length=256)] | None = None
-    input: str | Items
+    input: str | Items | None = None
     """The user's text, or items: messages, function calls and their outputs, and any other
     item, kept verbatim."""
     instructions: str | None = None
@@ -236,29 +234,14 @@ class ResponseCreateRequest(BaseModel):
     the next response, as at OpenAI."""
     previous_response_id: Id | None = None
     conversation: Id | ConversationParam | None = None
-    store: StrictBool = True
-    """False keeps no response object (the turns are still the thread's memory)."""
-    stream: StrictBool = False
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     """Function tools, run by the client: their calls come back as ``function_call`` items."""
     tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = None
     parallel_tool_calls: StrictBool | None = None
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
-    max_output_tokens: Tokens | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
-    top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
     metadata: Metadata | None = None
     truncation: Literal["auto", "disabled"] | None = None
-    user: Id | None = None
-    """The user (deprecated at OpenAI for `safety_identifier`) when no ``X-User-Id`` header
-    names one (the header wins, as on every API)."""
-    safety_identifier: Annotated[str, Field(max_length=256)] | None = None
-    prompt_cache_key: Annotated[str, Field(max_length=256)] | None = None
-    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
-    include: Annotated[list[str], Field(max_length=16)] | None = None
-    background: Literal[False] | None = None
-    """Background responses are not served."""
 
     def conversation_id(self) -> str | None:
         """The conversation named, as an id."""
@@ -267,7 +250,9 @@ class ResponseCreateRequest(BaseModel):
         return self.conversation
 
     def items(self) -> list[dict[str, Any]]:
-        """The input as items, as sent (a text is one user message)."""
+        """The input as items, as sent (a text is one user message; none, no items)."""
+        if self.input is None:
+            return []
         if isinstance(self.input, str):
             return [{"role": "user", "content": self.input}]
         return dumped(self.input)
@@ -280,6 +265,45 @@ class ResponseCreateRequest(BaseModel):
             if isinstance(value, BaseModel)
             else value
         )
+
+
+class InputTokenCountRequest(ResponseInputRequest):
+    """``POST /v1/responses/input_tokens``: the request whose input tokens to count."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={"examples": [{"model": "gpt-4o-mini", "input": "And in May?"}]},
+    )
+
+
+class ResponseCreateRequest(ResponseInputRequest):
+    """``POST /v1/responses``: what the model is asked, and which thread it continues."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [{"model": "gpt-4o-mini", "input": "What did I say my budget was?"}]
+        },
+    )
+
+    input: str | Items
+    """The user's text, or items: messages, function calls and their outputs, and any other
+    item, kept verbatim."""
+    store: StrictBool = True
+    """False keeps no response object (the turns are still the thread's memory)."""
+    stream: StrictBool = False
+    max_output_tokens: Tokens | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(default=None, ge=0, le=1, strict=True)
+    user: Id | None = None
+    """The user (deprecated at OpenAI for `safety_identifier`) when no ``X-User-Id`` header
+    names one (the header wins, as on every API)."""
+    safety_identifier: Annotated[str, Field(max_length=256)] | None = None
+    prompt_cache_key: Annotated[str, Field(max_length=256)] | None = None
+    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
+    include: Annotated[list[str], Field(max_length=16)] | None = None
+    background: Literal[False] | None = None
+    """Background responses are not served."""
 
 
 class ConversationCreateRequest(BaseModel):

@@ -47,7 +47,7 @@ from ..params import (
 from ..response_body import ResponseInfo, response_object
 from ..response_events import response_events
 from ..response_items import list_items, open_calls_before, with_references
-from ..responses_schemas import ResponseCreateRequest
+from ..responses_schemas import InputTokenCountRequest, ResponseCreateRequest, ResponseInputRequest
 from ..sessions import awaiting_thread
 from ..sse import first_piece
 from ..state import Services, get_services
@@ -73,6 +73,13 @@ RULES = (
 )
 """What JSON Schema cannot say of a request; published as the operation's description."""
 
+COUNT_RULES = (
+    f"{RULES} Without input, the thread the request names (`conversation`, "
+    "`previous_response_id` or `X-Thread-Id`) has its memory counted; without input and "
+    "without a thread, it is a 400 naming `input`."
+)
+"""What JSON Schema cannot say of a request to count its input tokens."""
+
 FORWARDED = ("temperature", "top_p", "parallel_tool_calls", "service_tier", "prompt_cache_key")
 """The request's fields a chat upstream takes as they are."""
 
@@ -94,11 +101,17 @@ class _Target:
     previous: StoredResponse | None = None
     conversation_id: str | None = None
 
+    @property
+    def appends(self) -> bool:
+        """The input is new items (OpenAI's contract when a request continues a response or
+        a conversation): it never edits the thread, as a resent history may."""
+        return self.previous is not None or self.conversation_id is not None
+
 
 async def _target(
     records: ResponseStore,
     tenant: str,
-    body: ResponseCreateRequest,
+    body: ResponseInputRequest,
     header: str | None,
 ) -> _Target:
     conversation = body.conversation_id()
@@ -125,6 +138,29 @@ async def _target(
         return _Target(check_id("X-Thread-Id", header))
     named = (body.metadata or {}).get("thread_id")
     return _Target(check_id("metadata.thread_id", named) if named is not None else None)
+
+
+async def _input_turns(
+    gateway: Gateway, tenant: str, body: ResponseInputRequest, target: _Target
+) -> list[NativeItem]:
+    """The request's input as the thread's new turns: its references resolved in the thread
+    it continues, an output at its start answering that thread's open call."""
+    items = await with_references(
+        gateway.store,
+        body.items(),
+        tenant_id=tenant,
+        thread_id=target.thread_id,
+        last=target.expect_turns,
+    )
+    answering: frozenset[str] = frozenset()
+    if starts_with_output(items) and target.thread_id is not None:
+        answering = await open_calls_before(
+            gateway.store,
+            tenant_id=tenant,
+            thread_id=target.thread_id,
+            seq=target.previous.last_seq + 1 if target.previous is not None else None,
+        )
+    return turns_of(items, open_calls=answering)
 
 
 async def _continued(
@@ -199,22 +235,7 @@ async def create_response(
     if user_id is not None:
         check_id("user", user_id)
     target = await _target(records, tenant, body, asked.x_thread_id)
-    items = await with_references(
-        gateway.store,
-        body.items(),
-        tenant_id=tenant,
-        thread_id=target.thread_id,
-        last=target.expect_turns,
-    )
-    answering: frozenset[str] = frozenset()
-    if starts_with_output(items) and target.thread_id is not None:
-        answering = await open_calls_before(
-            gateway.store,
-            tenant_id=tenant,
-            thread_id=target.thread_id,
-            seq=target.previous.last_seq + 1 if target.previous is not None else None,
-        )
-    turns = turns_of(items, open_calls=answering)
+    turns = await _input_turns(gateway, tenant, body, target)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
     options = _options(body)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -253,9 +274,7 @@ async def create_response(
         "max_tokens": body.max_output_tokens,
         "answer_format": answer_as,
         "session": body.prompt_cache_key,
-        # continuing a response or a conversation, the input is new items (OpenAI's
-        # contract): it never edits the thread, as a resent history may
-        "appends": target.previous is not None or target.conversation_id is not None,
+        "appends": target.appends,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         system: list[Message] = (
@@ -348,6 +367,53 @@ async def _finish(
             ),
         )
     return body
+
+
+@router.post(
+    "/v1/responses/input_tokens",
+    summary="The input tokens the request would cost upstream, with the memory",
+    description=COUNT_RULES,
+    openapi_extra=ASK_HEADERS_DOC,
+)
+async def count_input_tokens(
+    body: InputTokenCountRequest,
+    request: Request,
+    tenant: Tenant,
+    asked: AskHeaders,
+) -> dict[str, Any]:
+    """What `create` would send upstream for this input now (the thread's memory, the new
+    items, the instructions, the tools), counted with the model's tokenizer (an estimate of
+    4 characters a token for a model it does not know), on the thread `create` would continue.
+    Nothing is stored. Continuing a response that is not its thread's newest, the thread is
+    counted as it stands (`create` would fork it at that response)."""
+    gateway = get_services(request).gateway
+    records = records_of(get_services(request))
+    user_id = asked.x_user_id
+    if user_id is not None:
+        check_id("user", user_id)
+    target = await _target(records, tenant, body, asked.x_thread_id)
+    turns = await _input_turns(gateway, tenant, body, target)
+    if not turns and target.thread_id is None:
+        raise ApiError(
+            400,
+            "nothing to count: send input, or name the thread whose memory to count "
+            "(conversation, previous_response_id or X-Thread-Id)",
+            code="invalid_request_error",
+            param="input",
+        )
+    profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
+    tokens = await gateway.count_tokens(
+        tenant_id=tenant,
+        thread_id=target.thread_id,
+        messages=turns,
+        user_id=user_id,
+        profile=profile,
+        system_prompt=body.instructions,
+        model=model,
+        tools=chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()]),
+        appends=target.appends,
+    )
+    return {"object": "response.input_tokens", "input_tokens": tokens}
 
 
 @router.get("/v1/responses/{response_id}", summary="A stored response")
