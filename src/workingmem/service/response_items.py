@@ -42,6 +42,31 @@ Order = Literal["asc", "desc"]
 _PAGE = 100
 _POSITION = re.compile(r"^[a-z]+_wm(\d+)_(\d+)$")
 _PREFIXES = {"message": "msg", "function_call_output": "fco", "function_call": "fc"}
+_WITH_STATUS = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "computer_call",
+        "computer_call_output",
+        "shell_call",
+        "shell_call_output",
+        "local_shell_call",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "tool_search_call",
+        "tool_search_output",
+        "program_output",
+        "file_search_call",
+        "web_search_call",
+        "image_generation_call",
+        "code_interpreter_call",
+    }
+)
+"""The item types whose listed shape (the SDK's `ResponseItem`, `ConversationItem`) requires
+a ``status``, which their input shape may leave out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,17 +87,18 @@ class ItemPage:
 
 
 def item_with_id(item: dict[str, Any], seq: int, index: int) -> dict[str, Any]:
-    """The item as listed: its own id, else one of its position. A message says its type and
-    status, and a text content is its one part (``input_text``, or ``output_text`` for the
-    assistant's), as OpenAI lists them."""
+    """The item as listed: its own id, else one of its position; its type, and its status
+    (``completed``) where the listed shape has one the client left out; a message's text
+    content as its one part (``input_text``, or ``output_text`` for the assistant's), as
+    OpenAI lists them."""
     kind = item.get("type", "message")
     listed = {"type": kind, **item}
     if not (isinstance(item.get("id"), str) and item["id"]):
         listed = {"id": f"{_PREFIXES.get(kind, 'item')}_wm{seq}_{index}", **listed}
-    if kind == "message":
-        listed.setdefault("status", "completed")
-        if isinstance(listed.get("content"), str):
-            listed["content"] = [_part(listed.get("role"), listed["content"])]
+    if kind in _WITH_STATUS and listed.get("status") is None:
+        listed["status"] = "completed"
+    if kind == "message" and isinstance(listed.get("content"), str):
+        listed["content"] = [_part(listed.get("role"), listed["content"])]
     return listed
 
 
