@@ -1,10 +1,10 @@
-"""`newest_breakpoints`: the client's cache marks in what is sent, the newest four only."""
+"""`newest_marks`: the client's cache marks in what is sent, the newest four only."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from workingmem._breakpoints import BREAKPOINT, newest_breakpoints
+from workingmem.formats.breakpoints import BREAKPOINT, newest_marks
 
 MARK = {"mode": "explicit"}
 
@@ -20,14 +20,14 @@ def test_a_request_within_the_limit_is_sent_as_it_is() -> None:
         {"role": "assistant", "content": "ok"},
         {"role": "user", "content": [text("c"), text("d"), text("e")]},
     ]
-    assert newest_breakpoints(messages) is messages
+    assert newest_marks(messages) is messages
 
 
 def test_older_marks_are_left_out_and_the_stored_messages_keep_theirs() -> None:
     older: Any = {"role": "user", "content": [text("a"), text("b")]}
     newer: Any = {"role": "user", "content": [text("c"), text("d", mark=False), text("e")]}
     messages: Any = [older, {"role": "assistant", "content": "ok"}, newer]
-    sent = newest_breakpoints(messages, limit=3)
+    sent = newest_marks(messages, limit=3)
     assert [
         BREAKPOINT in part for m in sent if isinstance(m["content"], list) for part in m["content"]
     ] == [

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._ask_locks import AskLock
 from ._ask_request import AskRequest
-from ._breakpoints import newest_breakpoints
 from ._inline_files import within_file_bytes
 from .agent_memory import AgentMemory
 from .answers import AskResult
 from .context import AssembledContext, AssemblyWarning
 from .errors import ConflictError, ValidationError
 from .formats import carrying
+from .formats.breakpoints import newest_marks
 from .formats.tool_choice import allowing
 from .gateway_config import CallPlan
 from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEnd, TextDelta, Usage
@@ -478,9 +478,9 @@ async def upstream_messages(
     message carries its turn as stored (`formats.ORIGINAL_KEY`), so that what the chat view
     cannot say (a reasoning item's encrypted content) goes back too; the files of older
     messages named once the newer ones' pass `file_bytes` (`within_file_bytes`); the client's
-    cache breakpoints but the newest few left out (`newest_breakpoints`)."""
+    cache breakpoints but the newest few left out (`newest_marks`)."""
     sent = await _with_originals(store, native, tenant_id, thread_id, context)
-    return newest_breakpoints(within_file_bytes(sent, file_bytes))
+    return newest_marks(within_file_bytes(sent, file_bytes))
 
 
 async def _with_originals(

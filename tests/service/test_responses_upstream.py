@@ -12,7 +12,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai.types.responses import ResponseInputTextParam
 
+import workingmem as wm
 from tests.helpers import summarizing_responder
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import create_app
@@ -125,6 +127,39 @@ def test_a_client_history_goes_upstream_as_the_client_sent_its_items(
     assert sent == history
     assert sent[1]["type"] == "reasoning"
     assert sent[1]["encrypted_content"] == first.output[0].encrypted_content  # type: ignore[union-attr]
+
+
+def test_a_responses_upstream_gets_the_newest_four_cache_marks_of_the_window(
+    database_url: str, tenant: str
+) -> None:
+    """A client that marks its newest message on every call (`prompt_cache_breakpoint`, what
+    GPT-5.6's explicit caching asks) has a window of marked items: the upstream, which takes
+    four a request, is sent the newest four, each on the item it was on."""
+    window = wm.Profile(id="window", working_memory=wm.Strategy.SLIDING_WINDOW)
+    with ScriptedUpstream(responder=responses_model) as upstream:
+        settings = settings_for(database_url, upstream, upstream_api="responses", profiles=[window])
+        with LiveServer(create_app(settings)) as live:
+            key = create_key(database_url, tenant, "tests").secret
+            with openai.OpenAI(base_url=f"{live.url}/v1", api_key=key, max_retries=0) as client:
+                previous: str | None = None
+                for turn in range(6):
+                    part: ResponseInputTextParam = {
+                        "type": "input_text",
+                        "text": f"Turn {turn}.",
+                        "prompt_cache_breakpoint": {"mode": "explicit"},
+                    }
+                    response = client.responses.create(
+                        model="answer-model",
+                        input=[{"role": "user", "content": [part]}],
+                        extra_headers={"X-Profile": "window"},
+                        previous_response_id=previous,
+                    )
+                    previous = response.id
+        sent = upstream_calls(upstream)[-1]["input"]
+    users = [item for item in sent if item.get("role") == "user"]
+    assert [said(item) for item in users] == [f"Turn {turn}." for turn in range(6)]
+    marked = [said(item) for item in users if "prompt_cache_breakpoint" in item["content"][0]]
+    assert marked == ["Turn 2.", "Turn 3.", "Turn 4.", "Turn 5."]
 
 
 def test_a_function_call_loop_through_a_responses_upstream(

@@ -38,6 +38,7 @@ from ..formats.anthropic import (
     joined,
     message_of,
 )
+from ..formats.breakpoints import MAX_BREAKPOINTS, newest_marks
 from ..formats.tool_choice import allowed_names
 from ..redaction import redact
 from ..types import MessageIn, NativeItem
@@ -69,8 +70,6 @@ __all__ = [
 DEFAULT_MAX_TOKENS = 4096
 """The answer's cap when a caller sets none: the Messages API requires one."""
 
-MAX_BREAKPOINTS = 4
-"""The blocks marked ``cache_control`` a Messages request may have."""
 
 HEADERS_OPTION = "extra_headers"
 """An option holding headers for the request (``anthropic-beta``), not a body field."""
@@ -347,7 +346,7 @@ def request_body(
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
-        "messages": _newest_breakpoints(joined(_without_empty_text(sent)), marks),
+        "messages": newest_marks(joined(_without_empty_text(sent)), marks, key="cache_control"),
     }
     if any(system):
         text = "\n\n".join(text for text in system if text)
@@ -428,32 +427,6 @@ def _without_empty_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if content:
             kept.append({**message, "content": content})
     return kept
-
-
-def _newest_breakpoints(messages: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
-    """Anthropic takes at most `MAX_BREAKPOINTS` blocks marked ``cache_control`` in a request.
-    A window's stored messages keep the marks their own calls gave them (Claude Code marks the
-    newest messages of every call), so only the newest `budget` marks are sent: the client's
-    latest."""
-    out: list[dict[str, Any]] = []
-    for message in reversed(messages):
-        content = message.get("content")
-        if isinstance(content, list) and any(_marked(block) for block in content):
-            kept = []
-            for block in reversed(content):
-                if _marked(block):
-                    if budget > 0:
-                        budget -= 1
-                    else:
-                        block = {k: v for k, v in block.items() if k != "cache_control"}
-                kept.append(block)
-            message = {**message, "content": kept[::-1]}
-        out.append(message)
-    return out[::-1]
-
-
-def _marked(block: object) -> bool:
-    return isinstance(block, Mapping) and block.get("cache_control") is not None
 
 
 def completion_of(message: Any, model: str) -> Completion:

@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from ..formats import ORIGINAL_KEY
+from ..formats.breakpoints import newest_marks
 from ..formats.responses import FORMAT, items_of_message
 from ..formats.tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
@@ -126,7 +127,7 @@ def request_body(
             items.extend(items_of_message(message))
     body: dict[str, Any] = {
         "model": model,
-        "input": items,
+        "input": newest_marks(items),  # a window of marked items: the newest four marks
         "store": False,
         "include": ["reasoning.encrypted_content"],
     }
