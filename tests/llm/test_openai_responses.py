@@ -24,6 +24,7 @@ from workingmem.types import MessageIn
 pytestmark = pytest.mark.asyncio
 
 META = CallMeta(tenant_id="t1", kind=CallKind.ANSWER, model="m", thread_id="th1")
+MARK = {"mode": "explicit"}
 KEPT = {"items": [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}]}
 MESSAGES: list[MessageIn] = [
     {"role": "system", "content": "Be brief."},
@@ -83,6 +84,29 @@ async def test_the_chat_request_becomes_a_responses_request(
     )
     assert completion.raw is not None
     assert completion.raw["output"][0]["encrypted_content"] == "r"
+
+
+async def test_a_window_of_marked_items_keeps_the_marks_openai_matches_at(
+    client: OpenAIResponsesClient, upstream: ScriptedUpstream
+) -> None:
+    """Each turn of a window kept the mark its request gave it; OpenAI matches its cache at
+    the newest 80 marks of a conversation, so the older ones are left out of what is sent."""
+
+    def marked(n: int) -> MessageIn:
+        part = {"type": "input_text", "text": f"Turn {n}.", "prompt_cache_breakpoint": MARK}
+        return {
+            "role": "user",
+            "content": f"Turn {n}.",
+            ORIGINAL_KEY: {"items": [{"role": "user", "content": [part]}]},
+        }
+
+    upstream.push(Reply("ok"))
+    await client.complete(model="m", messages=[marked(n) for n in range(82)], meta=META)
+    sent = upstream.requests[0]["input"]
+    assert ["prompt_cache_breakpoint" in item["content"][0] for item in sent] == [
+        False,
+        False,
+    ] + [True] * 80
 
 
 async def test_a_json_schema_format_and_a_cut_answer(

@@ -129,12 +129,13 @@ def test_a_client_history_goes_upstream_as_the_client_sent_its_items(
     assert sent[1]["encrypted_content"] == first.output[0].encrypted_content  # type: ignore[union-attr]
 
 
-def test_a_responses_upstream_gets_the_newest_four_cache_marks_of_the_window(
+def test_a_responses_upstream_gets_the_cache_marks_of_the_window(
     database_url: str, tenant: str
 ) -> None:
     """A client that marks its newest message on every call (`prompt_cache_breakpoint`, what
-    GPT-5.6's explicit caching asks) has a window of marked items: the upstream, which takes
-    four a request, is sent the newest four, each on the item it was on."""
+    GPT-5.6's explicit caching asks) has a window of marked items: each goes upstream on the
+    item it was on (OpenAI writes the newest four and matches at the newest 80; the newest 80
+    are kept, `formats.breakpoints`)."""
     window = wm.Profile(id="window", working_memory=wm.Strategy.SLIDING_WINDOW)
     with ScriptedUpstream(responder=responses_model) as upstream:
         settings = settings_for(database_url, upstream, upstream_api="responses", profiles=[window])
@@ -159,7 +160,7 @@ def test_a_responses_upstream_gets_the_newest_four_cache_marks_of_the_window(
     users = [item for item in sent if item.get("role") == "user"]
     assert [said(item) for item in users] == [f"Turn {turn}." for turn in range(6)]
     marked = [said(item) for item in users if "prompt_cache_breakpoint" in item["content"][0]]
-    assert marked == ["Turn 2.", "Turn 3.", "Turn 4.", "Turn 5."]
+    assert marked == [f"Turn {turn}." for turn in range(6)]
 
 
 def test_a_function_call_loop_through_a_responses_upstream(

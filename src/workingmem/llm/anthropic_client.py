@@ -97,6 +97,8 @@ _CHAT_ONLY = frozenset(
         "web_search_options",
         "reasoning_effort",
         "prompt_cache_key",
+        "prompt_cache_retention",
+        "prompt_cache_options",
         "safety_identifier",
         "user",
     }

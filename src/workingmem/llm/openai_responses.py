@@ -127,7 +127,7 @@ def request_body(
             items.extend(items_of_message(message))
     body: dict[str, Any] = {
         "model": model,
-        "input": newest_marks(items),  # a window of marked items: the newest four marks
+        "input": newest_marks(items),  # a window of marked items: those OpenAI matches at
         "store": False,
         "include": ["reasoning.encrypted_content"],
     }

@@ -300,6 +300,9 @@ class ResponseCreateRequest(ResponseInputRequest):
     names one (the header wins, as on every API)."""
     safety_identifier: Annotated[str, Field(max_length=256)] | None = None
     prompt_cache_key: Annotated[str, Field(max_length=256)] | None = None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    """OpenAI's prompt-cache settings: an upstream that speaks OpenAI's APIs gets them."""
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
     include: Annotated[list[str], Field(max_length=16)] | None = None
     background: Literal[False] | None = None

@@ -80,8 +80,17 @@ COUNT_RULES = (
 )
 """What JSON Schema cannot say of a request to count its input tokens."""
 
-FORWARDED = ("temperature", "top_p", "parallel_tool_calls", "service_tier", "prompt_cache_key")
-"""The request's fields a chat upstream takes as they are."""
+FORWARDED = (
+    "temperature",
+    "top_p",
+    "parallel_tool_calls",
+    "service_tier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
+)
+"""The request's fields a chat upstream takes as they are (a Responses upstream too: the
+Responses client sends the options it does not convert as they are)."""
 
 
 def records_of(services: Services) -> ResponseStore:
