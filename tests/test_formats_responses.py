@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from workingmem.formats.responses import FORMAT, items_of, turns_of
+from workingmem.formats.responses import FORMAT, items_of, items_of_message, turns_of
 from workingmem.messages import normalize_messages
 from workingmem.types import Turn
 
@@ -163,3 +163,29 @@ def test_what_is_not_a_list_of_items_is_refused_with_its_place(items: Any, field
     with pytest.raises(wm.ValidationError) as raised:
         turns_of(items)
     assert raised.value.field == field
+
+
+def test_a_chat_parts_image_detail_and_cache_mark_reach_its_responses_part() -> None:
+    """What both APIs say the same way is kept on the way: an image's detail (``original``
+    included) and a part's ``prompt_cache_breakpoint``."""
+    mark = {"mode": "explicit", "ttl": "30m"}
+    image = {"url": "https://example.com/a.png", "detail": "original"}
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?", "prompt_cache_breakpoint": mark},
+            {"type": "image_url", "image_url": image, "prompt_cache_breakpoint": mark},
+            {"type": "text", "text": "Unmarked."},
+        ],
+    }
+    (item,) = items_of_message(message)
+    assert item["content"] == [
+        {"type": "input_text", "text": "What is this?", "prompt_cache_breakpoint": mark},
+        {
+            "type": "input_image",
+            "image_url": "https://example.com/a.png",
+            "detail": "original",
+            "prompt_cache_breakpoint": mark,
+        },
+        {"type": "input_text", "text": "Unmarked."},
+    ]

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
+from .breakpoints import BREAKPOINT
 from .files import chat_part_of_input_file, input_file_of_chat_part
 
 __all__ = [
@@ -241,13 +242,22 @@ def _json(value: object) -> str:
 
 
 def _input_part(part: Mapping[str, Any]) -> dict[str, Any]:
-    """A user's chat content part as a Responses input part."""
+    """A user's chat content part as a Responses input part, its image's detail and its
+    cache mark (``prompt_cache_breakpoint``, the same on both APIs) kept."""
     kind = part.get("type")
+    converted: dict[str, Any]
     if kind == "image_url":
-        return {"type": "input_image", "image_url": part["image_url"]["url"], "detail": "auto"}
-    if kind in ("file", "input_audio"):
-        return input_file_of_chat_part(part)
-    return {"type": "input_text", "text": part.get("text", "")}
+        image = part["image_url"]
+        detail = image.get("detail") or "auto"
+        converted = {"type": "input_image", "image_url": image["url"], "detail": detail}
+    elif kind in ("file", "input_audio"):
+        converted = input_file_of_chat_part(part)
+    else:
+        converted = {"type": "input_text", "text": part.get("text", "")}
+    mark = part.get(BREAKPOINT)
+    if mark is not None:
+        converted[BREAKPOINT] = mark
+    return converted
 
 
 def items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
