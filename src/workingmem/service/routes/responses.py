@@ -391,12 +391,13 @@ async def count_input_tokens(
     asked: AskHeaders,
 ) -> dict[str, Any]:
     """What `create` would send upstream for this input now (the thread's memory, the new
-    items, the instructions, the tools), counted with the model's tokenizer (an estimate of
-    4 characters a token for a model it does not know), on the thread `create` would continue.
-    Nothing is stored. Continuing a response that is not its thread's newest, the thread is
-    counted as it stands (`create` would fork it at that response)."""
-    gateway = get_services(request).gateway
-    records = records_of(get_services(request))
+    items, the instructions, the tools), on the thread `create` would continue, counted as
+    `Gateway.count_tokens` counts (an Anthropic upstream's own count, else the model's
+    tokenizer). Nothing is stored. Continuing a response that is not its thread's newest, the
+    thread is counted as it stands (`create` would fork it at that response)."""
+    services = get_services(request)
+    gateway = services.gateway
+    records = records_of(services)
     user_id = asked.x_user_id
     if user_id is not None:
         check_id("user", user_id)
