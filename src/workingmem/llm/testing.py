@@ -85,12 +85,6 @@ class Reply:
     ``input_tokens``, as Anthropic counts them."""
     completion_tokens: int | None = None
     """The reported output tokens; None estimates them from the text (chars / 4)."""
-    cached_tokens: int = 0
-    """Of the input tokens, those reported read from the prompt cache."""
-    cache_write_tokens: int = 0
-    """Of the input tokens, those reported written to the prompt cache."""
-    reasoning_tokens: int = 0
-    """Of the output tokens, those reported spent reasoning."""
     tool_calls: Sequence[Mapping[str, Any]] = ()
     """Tool calls in OpenAI message format; see `tool_call`."""
     finish_reason: str | None = None
@@ -115,6 +109,12 @@ class Reply:
     thinking: str | None = None
     """Answering ``/v1/messages``: a thinking block with this text and a signature
     (`signature_of`) comes first in the content (ignored by the OpenAI APIs)."""
+    cached_tokens: int = 0
+    """Of the input tokens, those reported read from the prompt cache."""
+    cache_write_tokens: int = 0
+    """Of the input tokens, those reported written to the prompt cache."""
+    reasoning_tokens: int = 0
+    """Of the output tokens, those reported spent reasoning."""
 
 
 @dataclass(frozen=True, slots=True)
