@@ -5,9 +5,11 @@ them. The official SDK over real HTTP, the scripted upstream speaking each API."
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.helpers import assert_valid_anthropic_request
 from workingmem.llm.testing import ScriptedUpstream
@@ -22,11 +24,10 @@ SETTINGS: dict[str, Any] = {
 def test_the_settings_reach_an_openai_upstream_and_never_anthropic(
     served: openai.OpenAI, upstream: ScriptedUpstream, upstream_api: str
 ) -> None:
+    thread = {"X-Thread-Id": f"cache-{uuid.uuid4().hex}"}  # `served`'s tenant is shared
+    said: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Hi"}]
     served.chat.completions.create(
-        model="answer-model",
-        messages=[{"role": "user", "content": "Hi"}],
-        extra_headers={"X-Thread-Id": "cache-chat"},
-        **SETTINGS,
+        model="answer-model", messages=said, extra_headers=thread, **SETTINGS
     )
     served.responses.create(model="answer-model", input="Hi", **SETTINGS)
     chat, responses = [r for r in upstream.requests if r.get("model") != "cheap-model"][-2:]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import typing
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,7 +108,8 @@ def http(
     upstream.responder = answering
     settings = settings_for(database_url, upstream, upstream_api=upstream_api)
     with LiveServer(create_app(settings)) as live:
-        secret = create_key(database_url, f"t-shapes-{upstream_api}", "tests").secret
+        tenant = f"t-shapes-{uuid.uuid4().hex}"  # a test's own: PostgreSQL is every test's
+        secret = create_key(database_url, tenant, "tests").secret
         headers = {"Authorization": f"Bearer {secret}", "x-api-key": secret}
         with httpx.Client(base_url=live.url, headers=headers, timeout=10) as client:
             yield client

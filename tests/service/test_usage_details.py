@@ -5,6 +5,7 @@ real HTTP; the scripted upstream reports the counts in its own API's shape."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,7 @@ def clients(database_url: str, upstream: ScriptedUpstream, upstream_api: str) ->
     upstream.responder = lambda request: REPORTED
     settings = settings_for(database_url, upstream, upstream_api=upstream_api)
     with LiveServer(create_app(settings)) as live:
-        key = create_key(database_url, f"t-usage-{upstream_api}", "tests").secret
+        key = create_key(database_url, f"t-usage-{uuid.uuid4().hex}", "tests").secret
         with (
             openai.OpenAI(base_url=f"{live.url}/v1", api_key=key, max_retries=0) as sdk,
             anthropic.Anthropic(base_url=live.url, api_key=key, max_retries=0) as claude,
