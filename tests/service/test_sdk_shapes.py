@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import create_app
+from workingmem.service.response_items import item_with_id
 
 from .conftest import settings_for
 from .live import LiveServer, create_key
@@ -287,3 +288,15 @@ def test_a_stream_the_upstream_breaks_off_ends_in_each_apis_error_shape(
     claude_body = {"model": "answer-model", "max_tokens": 100, "messages": said, "stream": True}
     last = events(http.post("/v1/messages", json=claude_body, headers=CLAUDE_HEADERS))[-1]
     conforms(claude.ErrorResponse, last)
+
+
+def test_a_listed_item_gets_the_status_its_shape_requires_and_the_stored_one_keeps_none() -> None:
+    """R25: the status is the listing's; the item as stored is unchanged. An item type whose
+    listed shape has no required status (a reasoning item) gets none."""
+    stored = {"type": "function_call_output", "call_id": "c1", "output": "sunny"}
+    listed = item_with_id(stored, 3, 1)
+    conforms(responses.ResponseItem, listed)
+    assert listed == {**stored, "id": "fco_wm3_1", "status": "completed"}
+    assert "status" not in stored
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    assert item_with_id(reasoning, 4, 0) == reasoning

@@ -53,24 +53,17 @@ def clients(database_url: str, upstream: ScriptedUpstream, upstream_api: str) ->
             yield Clients(live.url, sdk, claude)
 
 
-def openai_counts(usage: Any) -> tuple[int, int, int, int, int]:
-    """(input, output, cached, written, reasoning) of a chat completion's usage."""
+def counts(usage: Any, given: str = "prompt", made: str = "completion") -> tuple[int, ...]:
+    """(input, output, cached, written, reasoning) of an OpenAI usage: a chat completion's,
+    or a Response's (``given="input", made="output"``)."""
+    given_details = getattr(usage, f"{given}_tokens_details")
+    made_details = getattr(usage, f"{made}_tokens_details")
     return (
-        usage.prompt_tokens,
-        usage.completion_tokens,
-        usage.prompt_tokens_details.cached_tokens,
-        usage.prompt_tokens_details.cache_write_tokens,
-        usage.completion_tokens_details.reasoning_tokens,
-    )
-
-
-def responses_counts(usage: Any) -> tuple[int, int, int, int, int]:
-    return (
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.input_tokens_details.cached_tokens,
-        usage.input_tokens_details.cache_write_tokens,
-        usage.output_tokens_details.reasoning_tokens,
+        getattr(usage, f"{given}_tokens"),
+        getattr(usage, f"{made}_tokens"),
+        given_details.cached_tokens,
+        given_details.cache_write_tokens,
+        made_details.reasoning_tokens,
     )
 
 
@@ -81,7 +74,7 @@ def test_the_upstreams_counts_reach_every_api(clients: Clients) -> None:
     chat = clients.openai.chat.completions
     said: list[ChatCompletionMessageParam] = [{"role": "user", "content": HELLO}]
     answer = chat.create(model="answer-model", messages=said, extra_headers={"X-Thread-Id": "c"})
-    assert openai_counts(answer.usage) == EVERY_INPUT
+    assert counts(answer.usage) == EVERY_INPUT
     chunks = list(
         chat.create(
             model="answer-model",
@@ -91,13 +84,13 @@ def test_the_upstreams_counts_reach_every_api(clients: Clients) -> None:
             extra_headers={"X-Thread-Id": "cs"},
         )
     )
-    assert openai_counts(chunks[-1].usage) == EVERY_INPUT
+    assert counts(chunks[-1].usage) == EVERY_INPUT
 
     response = clients.openai.responses.create(model="answer-model", input=HELLO)
-    assert responses_counts(response.usage) == EVERY_INPUT
+    assert counts(response.usage, "input", "output") == EVERY_INPUT
     with clients.openai.responses.stream(model="answer-model", input=HELLO) as stream:
         final = stream.get_final_response()
-    assert responses_counts(final.usage) == EVERY_INPUT
+    assert counts(final.usage, "input", "output") == EVERY_INPUT
 
     asked: list[anthropic.types.MessageParam] = [{"role": "user", "content": HELLO}]
     message = clients.claude.messages.create(model="answer-model", max_tokens=100, messages=asked)
@@ -135,4 +128,4 @@ def test_rounds_of_the_gateways_own_tools_sum_every_count(
         messages=[{"role": "user", "content": "What do you know?"}],
         extra_headers={"X-Thread-Id": "rounds"},
     )
-    assert openai_counts(answer.usage) == (1900, 55, 1400, 300, 20)
+    assert counts(answer.usage) == (1900, 55, 1400, 300, 20)

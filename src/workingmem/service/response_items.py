@@ -257,6 +257,13 @@ async def with_references(
     whichever tenant has it; an id that could be no item's (empty, say) a `ValidationError`."""
     if not any(is_reference(item) for item in items):
         return list(items)
+    if thread_id is not None and last is None:  # read once, not once a reference
+        try:
+            thread = await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
+        except NotFoundError:
+            thread_id = None  # a reference then names no item
+        else:
+            last = thread.turn_count
     resolved: list[dict[str, Any]] = []
     for place, item in enumerate(items):
         if not is_reference(item):
