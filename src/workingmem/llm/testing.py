@@ -333,6 +333,11 @@ class _Server(ThreadingHTTPServer):
     block_on_close = True  # server_close() joins the connection threads
     upstream: ScriptedUpstream
 
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # Named after the port, so a leak is told apart from another server's connections.
+        threading.current_thread().name = f"ScriptedUpstream:{self.server_address[1]} connection"
+        super().process_request_thread(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
