@@ -40,26 +40,32 @@ from ._ask_request import AskRequest, as_upstream_message, request_turns
 from .agent_memory import AgentMemory, AgentMemoryConfig
 from .answers import AnswerStream, AskResult, ResetResult, ThreadMemory
 from .background import BackgroundQueue
+from .compaction import Compaction, compact_turns, starting_point
 from .config import Profile
 from .context import ContextAssembler
 from .conversations import find_conversation
 from .errors import ValidationError, WorkingMemoryError
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
-from .llm import Completion, GuardedClient, LLMClient, NativeEvent, UsageGuard
+from .llm import CallKind, CallMeta, Completion, GuardedClient, LLMClient, NativeEvent, UsageGuard
 from .memory import WorkingMemory, WorkingMemoryProtocol
-from .placement import check_client_tools, place
+from .messages import normalize_turns
+from .placement import check_client_tools, place, visible
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
-from .stores.base import Store
+from .stores.base import Store, read_turns
 from .stores.documents import DocumentStore
 from .strategies import render_notes
+from .summarizer import Caps, Summarizer
 from .tokens import tokenizer_for
 from .tokens._recent import counting_for
 from .types import (
+    CHAT_FORMAT,
     MessageIn,
     NativeItem,
     Strategy,
+    Turn,
     UpdateReport,
+    WorkingMemoryState,
 )
 
 __all__ = ["AnswerFormat", "AnswerStream", "AskResult", "Gateway", "ResetResult", "ThreadMemory"]
@@ -139,6 +145,7 @@ class Gateway:
             agent_memory = AgentMemory(store=store, config=agent_memory)
         self.agent_memory = agent_memory
         self.assembler = ContextAssembler(memory=self.memory, agent_memory=agent_memory)
+        self._summarizer = Summarizer(llm=self.llm, templates=templates)
         self.rewriter = QueryRewriter(
             llm=self.llm, store=store, templates=templates, config=self.config.working_memory
         )
@@ -522,6 +529,72 @@ class Gateway:
             return counted
         new = sum(tokenizer.count_message(m) for m in request.views[placed.start :])
         return context.tokens + new + context.parts["tools"]
+
+    @_counted_per_tenant
+    async def compact(
+        self,
+        *,
+        tenant_id: str,
+        messages: Sequence[MessageIn | NativeItem] = (),
+        thread_id: str | None = None,
+        through_seq: int | None = None,
+        user_id: str | None = None,
+        profile: Profile | str | None = None,
+        model: str | None = None,
+    ) -> Compaction:
+        """A conversation compacted (the Responses API's ``responses.compact``): the thread's
+        turns the client saw (up to `through_seq`, else all), then `messages`, folded into a
+        summary and facts by the profile's cheap model. The thread's stored summary, or a
+        compaction of the gateway's in the conversation, is where it starts; only the turns
+        after it are read. Nothing is stored. `NotFoundError` for an unknown thread (or
+        another tenant's), `ValidationError` for a conversation without turns; the cheap
+        model's failures as `Summarizer.update` raises them."""
+        self._require_model()
+        plan = self.plan(profile, model=model)
+        history: list[Turn] = []
+        versions: list[WorkingMemoryState] = []
+        if thread_id is not None:
+            thread, state, versions = await self.store.read_memory(
+                tenant_id=tenant_id, thread_id=thread_id
+            )
+            last = thread.turn_count if through_seq is None else min(through_seq, thread.turn_count)
+            read = await read_turns(
+                self.store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=last
+            )
+            shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in read)}
+            history = [turn for turn in read if turn.seq in shown]
+            versions = [state, *versions]
+        stored = (history[-1].seq or 0) if history else 0
+        views, _ = normalize_turns(list(messages), "messages")
+        new = [
+            Turn.from_message(
+                view,
+                seq=stored + number,
+                format=item.format if isinstance(item, NativeItem) else CHAT_FORMAT,
+                item=item.item if isinstance(item, NativeItem) else None,
+            )
+            for number, (item, view) in enumerate(zip(messages, views, strict=True), start=1)
+        ]
+        turns = (*history, *new)
+        if not turns:
+            raise ValidationError("messages", "nothing to compact: give messages, or a thread")
+        meta = CallMeta(
+            tenant_id=tenant_id,
+            kind=CallKind.COMPACTION,
+            model=plan.cheap_model.id,
+            thread_id=thread_id,
+            user_id=user_id,
+        )
+        compacted = await compact_turns(
+            self._summarizer,
+            turns,
+            start=starting_point(versions, turns, stored=stored),
+            caps=Caps.of(plan.memory),
+            tokenizer=tokenizer_for(plan.cheap_model),
+            max_input_tokens=plan.memory.helper_input_max_tokens,
+            meta=meta,
+        )
+        return Compaction(turns, stored, compacted)
 
     # -- memory of a thread ------------------------------------------------------------------
 

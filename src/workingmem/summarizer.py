@@ -30,6 +30,7 @@ from .curation import Removal, merge_facts, normalized, repeats
 from .errors import WorkingMemoryError
 from .llm import CallMeta, Completion, LLMClient, LLMError, Usage
 from .prompts import PromptKind, PromptTemplates
+from .tokens import Tokenizer
 from .transcript import render_turns, text_of
 from .types import Fact, Turn
 
@@ -39,6 +40,7 @@ __all__ = [
     "ParsedUpdate",
     "Summarizer",
     "SummaryResult",
+    "input_cost",
     "parse_answer",
     "parse_update",
     "render_facts",
@@ -250,6 +252,11 @@ def _fact(item: object, index: int, *, caps: Caps, last_turn: int) -> Fact | Non
     if not (isinstance(last, int) and _turn_ok(last, last_turn)) or last < first:
         last = first
     return Fact(text=text, first_turn=first, last_turn=last)
+
+
+def input_cost(turn: Turn, tokenizer: Tokenizer) -> int:
+    """The tokens one turn adds to a helper's input: its rendering, and the line between."""
+    return tokenizer.count_text(render_turns([turn])) + 1
 
 
 def _turn_ok(value: object, last_turn: int) -> bool:

@@ -28,7 +28,7 @@ from .leases import keep_renewed
 from .llm import CallKind, CallMeta, LLMError, UsageRefusedError
 from .stores.base import StateWrite, ThreadStore
 from .strategies import update_due
-from .summarizer import Caps, InvalidOutputError, Summarizer, render_turns
+from .summarizer import Caps, InvalidOutputError, Summarizer, input_cost
 from .tokens import Tokenizer, tokenizer_for
 from .types import ModelInfo, Turn, UpdateOutcome, UpdateReport
 
@@ -236,7 +236,7 @@ class SummaryUpdater:
             if not page:
                 break
             for turn in page:
-                cost = tokenizer.count_text(render_turns([turn])) + 1
+                cost = input_cost(turn, tokenizer)
                 if chunk and used + cost > max_tokens:
                     return chunk
                 chunk.append(turn)

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 from .breakpoints import BREAKPOINT
+from .compaction import notes_of, text_of_notes
 from .files import chat_part_of_input_file, input_file_of_chat_part
 
 __all__ = [
@@ -137,7 +138,7 @@ def _side(item: Mapping[str, Any]) -> str:
         raise ValidationError("items.type", f"must be a string, got {kind!r}")
     if kind.endswith("_output"):
         return "output"
-    if kind in _USER_SIDE_TYPES:
+    if kind in _USER_SIDE_TYPES or notes_of(item) is not None:  # the gateway's compaction
         return "user"
     return "assistant"
 
@@ -200,6 +201,9 @@ def _tool_view(item: Mapping[str, Any]) -> Message:
 
 
 def _user_view(item: Mapping[str, Any]) -> Message:
+    notes = notes_of(item)
+    if notes is not None:
+        return {"role": "user", "content": text_of_notes(notes)}
     if item.get("type") not in (None, "message"):
         return {"role": "user", "content": _json(item)}
     content = item.get("content")

@@ -57,6 +57,10 @@ class CallKind(enum.StrEnum):
     ANSWER = "ANSWER"
     """The answering model's call that a gateway forwards."""
 
+    COMPACTION = "COMPACTION"
+    """The cheap-model summary of a conversation a client asked to compact (the Responses
+    API's ``responses.compact``): a client waits for it, unlike a summary update."""
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

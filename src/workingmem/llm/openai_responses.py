@@ -21,6 +21,7 @@ from typing import Any
 
 from ..formats import ORIGINAL_KEY
 from ..formats.breakpoints import newest_marks
+from ..formats.compaction import is_ours
 from ..formats.responses import FORMAT, items_of_message
 from ..formats.tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
@@ -121,7 +122,11 @@ def request_body(
             instructions.append(_text(message.get("content")))
             continue
         original = message.get(ORIGINAL_KEY)
-        if isinstance(original, Mapping) and isinstance(original.get("items"), list):
+        if (
+            isinstance(original, Mapping)
+            and isinstance(original.get("items"), list)
+            and not any(is_ours(item) for item in original["items"])  # read by us alone
+        ):
             items.extend(dict(item) for item in original["items"])
         else:
             items.extend(items_of_message(message))

@@ -1,0 +1,128 @@
+"""A conversation compacted: everything but its user messages folded into a summary and facts.
+
+    start = starting_point(versions, turns)     # a stored summary, or a compaction item's
+    compacted = await compact_turns(summarizer, turns, start=start, caps=caps,
+                                    tokenizer=tokenizer, max_input_tokens=6_000, meta=meta)
+
+What the Responses API's ``responses.compact`` asks of a model, done by the cheap model with
+the summary update's own prompt (`Summarizer`): the model reads the summary so far, the facts
+and the turns after them, in chunks of at most `max_input_tokens`, oldest first, and each
+chunk's result is where the next one starts. Nothing is stored: a compaction is the client's
+to keep (in the ``compaction`` item, `workingmem.formats.compaction`).
+
+The work done already is not done again: the newest summary the thread's memory stored over
+the conversation's turns, or the newest compaction item of the gateway's in them, is the start;
+only the turns after it are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .formats.compaction import notes_of
+from .formats.responses import FORMAT
+from .llm import CallMeta, Usage
+from .summarizer import Caps, Summarizer, input_cost
+from .tokens import Tokenizer
+from .types import Fact, Turn, WorkingMemoryState
+
+__all__ = ["Compacted", "Compaction", "Start", "compact_turns", "starting_point"]
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Where a compaction starts: a summary and facts that cover the turns up to `covered`."""
+
+    summary: str = ""
+    facts: tuple[Fact, ...] = ()
+    covered: int = 0
+    """The seq of the last turn the summary covers; 0 for none."""
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """A compaction's result."""
+
+    summary: str
+    facts: tuple[Fact, ...]
+    usage: Usage
+    """The cheap model's tokens, all calls summed; zeros when nothing was left to read."""
+    calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A conversation, and what compacting it gave (`Gateway.compact`)."""
+
+    turns: tuple[Turn, ...]
+    """The conversation, oldest first: the thread's turns the client saw, then the new ones,
+    numbered on from the thread's."""
+    stored: int
+    """The seq of the thread's last turn in the conversation (0 without a thread): the turns
+    after it are the request's own, not stored."""
+    compacted: Compacted
+
+
+def starting_point(
+    versions: Sequence[WorkingMemoryState], turns: Sequence[Turn], *, stored: int
+) -> Start:
+    """The newest start for compacting `turns` (seq'd, oldest first): a stored summary version
+    (`versions`, newest first, of the thread whose turns up to `stored` begin the
+    conversation) that covers only those turns, or the newest of the gateway's compaction
+    items in the conversation, whichever covers more. A version without a summary or facts (a
+    reset) is no start."""
+    start = Start()
+    for version in versions:
+        if 0 < version.turn_count <= stored and (version.summary or version.facts):
+            start = Start(version.summary, tuple(version.facts), version.turn_count)
+            break
+    for turn in reversed(turns):
+        if turn.seq is None or turn.seq <= start.covered:
+            break
+        item = turn.in_format(FORMAT)
+        notes = notes_of(item["items"][0]) if item and len(item["items"]) == 1 else None
+        if notes is not None:
+            return Start(notes.summary, tuple(Fact(text) for text in notes.facts), turn.seq)
+    return start
+
+
+async def compact_turns(
+    summarizer: Summarizer,
+    turns: Sequence[Turn],
+    *,
+    start: Start,
+    caps: Caps,
+    tokenizer: Tokenizer,
+    max_input_tokens: int,
+    meta: CallMeta,
+) -> Compacted:
+    """The summary and facts of `turns` from `start` on, one cheap-model call a chunk.
+
+    Raises what `Summarizer.update` raises (`InvalidOutputError`, `LLMError`,
+    `UsageRefusedError`): a compaction is all or nothing."""
+    summary, facts = start.summary, start.facts
+    usage, calls = Usage(), 0
+    due = [turn for turn in turns if (turn.seq or 0) > start.covered]
+    for chunk in _chunks(due, tokenizer, max_input_tokens):
+        result = await summarizer.update(
+            summary=summary, facts=facts, turns=chunk, caps=caps, meta=meta
+        )
+        summary, facts = result.summary, result.facts
+        usage, calls = usage + result.usage, calls + 1
+    return Compacted(summary, facts, usage, calls)
+
+
+def _chunks(turns: Sequence[Turn], tokenizer: Tokenizer, max_tokens: int) -> Iterator[list[Turn]]:
+    """The turns in runs whose rendering fits `max_tokens` (a run holds one turn at least)."""
+    chunk: list[Turn] = []
+    used = 0
+    for turn in turns:
+        cost = input_cost(turn, tokenizer)
+        if chunk and used + cost > max_tokens:
+            yield chunk
+            chunk, used = [], 0
+        chunk.append(turn)
+        used += cost
+    if chunk:
+        yield chunk
