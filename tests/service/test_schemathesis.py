@@ -40,6 +40,7 @@ EXAMPLES = 25
 CHAT = "POST /v1/chat/completions"
 RESPONSES = "POST /v1/responses"
 COUNT = "POST /v1/responses/input_tokens"
+COMPACT = "POST /v1/responses/compact"
 MESSAGES = ("POST /v1/messages", "POST /v1/messages/count_tokens")
 ROOMY = CONFIG.model_copy(
     update={"models": {"answer-model": wm.ModelInfo(id="answer-model", context_window=1_000_000)}}
@@ -91,6 +92,8 @@ def target(
                 return answerable(body)
             if label == COUNT:
                 return countable(body)
+            if label == COMPACT:
+                return compactable(body)
             if label in MESSAGES:  # the body as `map_body` moves it (filters run first)
                 return transcript_in_order(within_rules(body))
             return True
@@ -183,6 +186,19 @@ def countable(body: Any) -> bool:
         return True
     named = body.get("conversation") is not None or body.get("previous_response_id") is not None
     return answerable(body) and (named or body.get("input") not in (None, []))
+
+
+def compactable(body: Any) -> bool:
+    """The compaction's description (`routes.responses.COMPACT_RULES`): one of `conversation`
+    and `previous_response_id`, and input unless the request names the thread to compact; the
+    input in any order (a conversation may end with an answer)."""
+    if not isinstance(body, dict):
+        return True
+    conversation, previous = body.get("conversation"), body.get("previous_response_id")
+    if conversation is not None and previous is not None:
+        return False
+    named = conversation is not None or previous is not None
+    return len(json.dumps(body)) <= 8_000 and (named or body.get("input") not in (None, []))
 
 
 def within_rules(body: Any) -> Any:

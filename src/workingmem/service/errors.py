@@ -34,6 +34,7 @@ from ..errors import (
 from ..formats.anthropic import error_type
 from ..llm import LLMError, UsageRefusedError
 from ..redaction import redact
+from ..summarizer import InvalidOutputError
 
 __all__ = [
     "ANTHROPIC_PATHS",
@@ -68,6 +69,7 @@ ERROR_TABLE: tuple[tuple[type[Exception], ErrorRow], ...] = (
     (ConflictError, ErrorRow(409, "conflict_error", "version_conflict")),
     (UsageRefusedError, ErrorRow(429, "insufficient_quota", "usage_refused")),
     (LLMError, ErrorRow(502, "upstream_error", "upstream_error")),
+    (InvalidOutputError, ErrorRow(502, "upstream_error", "invalid_model_output")),
     (StoreError, ErrorRow(503, "server_error", "database_unavailable")),
     (WorkingMemoryError, ErrorRow(500, "server_error", "internal_error")),
 )

@@ -28,6 +28,7 @@ __all__ = [
     "ConversationUpdateRequest",
     "InputTokenCountRequest",
     "ItemsCreateRequest",
+    "ResponseCompactRequest",
     "ResponseCreateRequest",
     "ResponseInputRequest",
     "dumped",
@@ -273,6 +274,26 @@ class InputTokenCountRequest(ResponseInputRequest):
     model_config = ConfigDict(
         extra="allow",
         json_schema_extra={"examples": [{"model": "gpt-4o-mini", "input": "And in May?"}]},
+    )
+
+
+class ResponseCompactRequest(ResponseInputRequest):
+    """``POST /v1/responses/compact``: the conversation to compact (the thread the request
+    names, then its input)."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "gpt-4o-mini",
+                    "input": [
+                        {"role": "user", "content": "My budget is 4,000 euros."},
+                        {"role": "assistant", "content": "Noted: 4,000 euros."},
+                    ],
+                }
+            ]
+        },
     )
 
 

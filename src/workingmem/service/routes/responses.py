@@ -35,6 +35,7 @@ from ...messages import check_id, same
 from ...stores.responses import ResponseStore, StoredResponse
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
+from ..compacted_response import compacted_object
 from ..disconnect import ClientDisconnectedError, EventStreamResponse, unless_disconnected
 from ..errors import ApiError
 from ..params import (
@@ -47,7 +48,12 @@ from ..params import (
 from ..response_body import ResponseInfo, response_object
 from ..response_events import response_events
 from ..response_items import list_items, open_calls_before, with_references
-from ..responses_schemas import InputTokenCountRequest, ResponseCreateRequest, ResponseInputRequest
+from ..responses_schemas import (
+    InputTokenCountRequest,
+    ResponseCompactRequest,
+    ResponseCreateRequest,
+    ResponseInputRequest,
+)
 from ..sessions import awaiting_thread
 from ..sse import first_piece
 from ..state import Services, get_services
@@ -79,6 +85,17 @@ COUNT_RULES = (
     "without a thread, it is a 400 naming `input`."
 )
 """What JSON Schema cannot say of a request to count its input tokens."""
+
+COMPACT_RULES = (
+    "The conversation compacted is the thread the request names (`conversation`, "
+    "`previous_response_id` up to that response, or `X-Thread-Id`), then its input; without "
+    "either it is a 400 naming `input`. The answer is the conversation's user messages, then "
+    "one `compaction` item that stands for the rest: send them as the next request's input in "
+    "place of the history. The profile's cheap model writes the compaction (a summary and "
+    "facts, readable by any upstream) from the thread's stored summary on; nothing is stored. "
+    "`item_reference` items and the thread's naming follow the rules of `POST /v1/responses`."
+)
+"""What JSON Schema cannot say of a request to compact a conversation."""
 
 FORWARDED = (
     "temperature",
@@ -378,6 +395,29 @@ async def _finish(
     return body
 
 
+async def _read_only(
+    request: Request, tenant: str, body: ResponseInputRequest, asked: AskHeaders, verb: str
+) -> tuple[Gateway, _Target, list[NativeItem], str | None]:
+    """What a request that reads a conversation without answering it (to count it, to
+    compact it) names: the gateway, the thread, the input as turns, the user; a 400 naming
+    `input` when it names neither input nor a thread."""
+    services = get_services(request)
+    user_id = asked.x_user_id
+    if user_id is not None:
+        check_id("user", user_id)
+    target = await _target(records_of(services), tenant, body, asked.x_thread_id)
+    turns = await _input_turns(services.gateway, tenant, body, target)
+    if not turns and target.thread_id is None:
+        raise ApiError(
+            400,
+            f"nothing to {verb}: send input, or name the thread to {verb} "
+            "(conversation, previous_response_id or X-Thread-Id)",
+            code="invalid_request_error",
+            param="input",
+        )
+    return services.gateway, target, turns, user_id
+
+
 @router.post(
     "/v1/responses/input_tokens",
     summary="The input tokens the request would cost upstream, with the memory",
@@ -395,22 +435,7 @@ async def count_input_tokens(
     `Gateway.count_tokens` counts (an Anthropic upstream's own count, else the model's
     tokenizer). Nothing is stored. Continuing a response that is not its thread's newest, the
     thread is counted as it stands (`create` would fork it at that response)."""
-    services = get_services(request)
-    gateway = services.gateway
-    records = records_of(services)
-    user_id = asked.x_user_id
-    if user_id is not None:
-        check_id("user", user_id)
-    target = await _target(records, tenant, body, asked.x_thread_id)
-    turns = await _input_turns(gateway, tenant, body, target)
-    if not turns and target.thread_id is None:
-        raise ApiError(
-            400,
-            "nothing to count: send input, or name the thread whose memory to count "
-            "(conversation, previous_response_id or X-Thread-Id)",
-            code="invalid_request_error",
-            param="input",
-        )
+    gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "count")
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     tokens = await gateway.count_tokens(
         tenant_id=tenant,
@@ -424,6 +449,36 @@ async def count_input_tokens(
         appends=target.appends,
     )
     return {"object": "response.input_tokens", "input_tokens": tokens}
+
+
+@router.post(
+    "/v1/responses/compact",
+    responses={**BUSY, **UPSTREAM},
+    summary="Compact a conversation: its user messages, and one compaction item for the rest",
+    description=COMPACT_RULES,
+    openapi_extra=ASK_HEADERS_DOC,
+)
+async def compact_response(
+    body: ResponseCompactRequest,
+    request: Request,
+    tenant: Tenant,
+    asked: AskHeaders,
+) -> dict[str, Any]:
+    """OpenAI's ``responses.compact``, done by the gateway's cheap model (`Gateway.compact`),
+    so that the compaction item reads on any upstream. The thread is read as it stands up to
+    the response named (a fork is not made: nothing is stored)."""
+    gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "compact")
+    profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
+    compaction = await gateway.compact(
+        tenant_id=tenant,
+        messages=turns,
+        thread_id=target.thread_id,
+        through_seq=target.expect_turns,
+        user_id=user_id,
+        profile=profile,
+        model=model,
+    )
+    return compacted_object(compaction, response_id=new_id("resp"), created_at=int(time.time()))
 
 
 @router.get("/v1/responses/{response_id}", summary="A stored response")

@@ -1,0 +1,56 @@
+"""The compacted response a ``POST /v1/responses/compact`` returns.
+
+    body = compacted_object(compaction, response_id="resp_...", created_at=1764967971)
+
+As OpenAI answers it: the conversation's user messages, as listed items, then one
+``compaction`` item that stands for everything else (the gateway's, readable by any upstream:
+`workingmem.formats.compaction`). A client sends those items back as the input of its next
+request in place of the history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compaction import Compaction
+from ..formats.compaction import compaction_item
+from ..formats.responses import items_of
+from ..formats.responses_chat import new_id
+from ..llm.usage import to_responses
+from .response_items import item_with_id
+
+__all__ = ["compacted_object"]
+
+
+def compacted_object(
+    compaction: Compaction, *, response_id: str, created_at: int
+) -> dict[str, Any]:
+    compacted = compaction.compacted
+    output = [
+        *_user_messages(compaction),
+        compaction_item(item_id=new_id("cmp"), summary=compacted.summary, facts=compacted.facts),
+    ]
+    return {
+        "id": response_id,
+        "object": "response.compaction",
+        "created_at": created_at,
+        "output": output,
+        "usage": to_responses(compacted.usage),
+    }
+
+
+def _user_messages(compaction: Compaction) -> list[dict[str, Any]]:
+    """The user's messages of the conversation, in order, with their ids: a stored one's as
+    listed (`item_with_id`), a new one's own or a new ``msg_`` id."""
+    messages: list[dict[str, Any]] = []
+    for turn in compaction.turns:
+        seq = turn.seq or 0
+        if turn.role != "user":
+            continue
+        for index, item in enumerate(items_of(turn)):
+            if item.get("type", "message") != "message" or item.get("role") != "user":
+                continue  # a compaction, an output of a call no turn made: not the user's words
+            if seq > compaction.stored and not item.get("id"):
+                item = {"id": new_id("msg"), **item}
+            messages.append(item_with_id(item, seq, index))
+    return messages
