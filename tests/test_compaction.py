@@ -19,6 +19,7 @@ from workingmem.formats.responses import turns_of
 from workingmem.llm import OpenAIClient
 from workingmem.llm.openai_responses import request_body
 from workingmem.llm.testing import ScriptedUpstream
+from workingmem.messages import MAX_MESSAGES_PER_APPEND
 
 ITEM = compaction_item(item_id="cmp_1", summary="Ada plans a trip.", facts=["budget: 4,000 €"])
 OPENAI_OWN = {"id": "cmp_2", "type": "compaction", "encrypted_content": "gAAAAABpM0Yj-sealed="}
@@ -144,3 +145,20 @@ async def test_a_long_conversation_is_folded_in_chunks_each_from_the_last(
     assert [t.seq for t in compaction.turns] == list(range(1, 13))
     assert compaction.stored == 0
     assert json.dumps(prompts).count("[12] ") == 1  # every turn read once
+
+
+@pytest.mark.asyncio
+async def test_a_conversation_longer_than_an_append_compacts(tmp_path: Path) -> None:
+    config = wm.GatewayConfig(cheap_model="cheap-model")
+    messages: list[wm.MessageIn] = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n}"}
+        for n in range(MAX_MESSAGES_PER_APPEND + 1)
+    ]
+    async with (
+        await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}") as store,
+        ScriptedUpstream(responder=summarizing_responder) as upstream,
+        wm.Gateway(store=store, llm=OpenAIClient(base_url=upstream.base_url), config=config) as gw,
+    ):
+        compaction = await gw.compact(tenant_id="t", messages=messages)
+    assert len(compaction.turns) == MAX_MESSAGES_PER_APPEND + 1
+    assert compaction.compacted.summary.startswith("The conversation so far, through turn 1001 ")

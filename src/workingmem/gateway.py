@@ -565,7 +565,7 @@ class Gateway:
             history = [turn for turn in read if turn.seq in shown]
             versions = [state, *versions]
         stored = (history[-1].seq or 0) if history else 0
-        views, _ = normalize_turns(list(messages), "messages")
+        views, _ = normalize_turns(list(messages), "messages", limit=None)  # read, not stored
         new = [
             Turn.from_message(
                 view,

@@ -142,15 +142,16 @@ class Origin:
 
 
 def normalize_turns(
-    messages: object, field_name: str = "messages"
+    messages: object, field_name: str = "messages", *, limit: int | None = MAX_MESSAGES_PER_APPEND
 ) -> tuple[list[Message], list[Origin]]:
     """`normalize_messages` for what a store appends: chat messages, `Turn`s and `NativeItem`s.
 
     A native item's chat view is validated like any message; its original is kept as given
     (a JSON object of at most `MAX_MESSAGE_BYTES`), with its format. Raises ValidationError
-    with the path of the first bad value.
+    with the path of the first bad value. `limit`: the most messages (an append's); None for
+    messages that are read, not stored (a conversation to compact).
     """
-    items = _checked_sequence(messages, field_name)
+    items = _checked_sequence(messages, field_name, limit)
     views: list[Message] = []
     origins: list[Origin] = []
     for index, item in enumerate(items):
@@ -186,13 +187,14 @@ def _origin(format: object, item: object, path: str) -> Origin:
     return Origin(format=format, item=item, text=text)
 
 
-def _checked_sequence(messages: object, field_name: str) -> Sequence[object]:
+def _checked_sequence(
+    messages: object, field_name: str, limit: int | None = MAX_MESSAGES_PER_APPEND
+) -> Sequence[object]:
     if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
         raise ValidationError(field_name, "must be a list of messages")
-    if len(messages) > MAX_MESSAGES_PER_APPEND:
+    if limit is not None and len(messages) > limit:
         raise ValidationError(
-            field_name,
-            f"has {len(messages)} messages; at most {MAX_MESSAGES_PER_APPEND} per append",
+            field_name, f"has {len(messages)} messages; at most {limit} per append"
         )
     return messages
 
