@@ -199,3 +199,14 @@ def test_an_error_status_has_anthropics_type_and_back(status: int, kind: str) ->
     assert error_type(status) == kind
     assert all(error_status(error_type(s)) == s for s in ERROR_TYPES)
     assert error_status("a_new_error") is None
+
+
+def test_a_compaction_blocks_summary_is_in_the_view_the_block_kept_as_it_came() -> None:
+    compaction = {"type": "compaction", "content": "Ada plans a trip.", "signature": "s"}
+    failed = {"type": "compaction", "content": None, "encrypted_content": "e"}
+    content = [compaction, failed, {"type": "text", "text": "Sure."}]
+    _, said = turns_of(
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": content}]
+    )
+    assert said.item == {"role": "assistant", "content": content}
+    assert said.message == {"role": "assistant", "content": "Ada plans a trip.\nSure."}

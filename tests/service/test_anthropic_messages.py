@@ -12,6 +12,7 @@ import anthropic
 import httpx
 import pytest
 from anthropic.types import MessageParam
+from anthropic.types.beta import BetaCompactionBlockParam
 from pydantic import BaseModel
 
 from tests.helpers import assert_in_provider_order, summarizing_responder
@@ -305,3 +306,34 @@ def test_structured_output_reaches_a_chat_upstream_as_its_response_format(
     sent = answers(upstream)[-1]["response_format"]
     assert sent["type"] == "json_schema"
     assert sent["json_schema"]["schema"]["properties"].keys() == {"city", "days"}
+
+
+def test_claudes_compaction_summary_reaches_a_model_of_another_api(
+    claude: anthropic.Anthropic, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """Claude's context management answers a `compaction` block whose `content` is its summary
+    of what came before; the client sends it back. A chat model reads that summary in the
+    assistant's words, and so does the thread's summary update (the turn's chat view)."""
+    compaction: BetaCompactionBlockParam = {
+        "type": "compaction",
+        "content": "Ada plans a trip to Lyon in May.",
+    }
+    failed: BetaCompactionBlockParam = {"type": "compaction", "content": None}  # nothing to read
+    answer = claude.beta.messages.create(
+        model="answer-model",
+        max_tokens=200,
+        messages=[
+            {"role": "user", "content": "Hi"},
+            {
+                "role": "assistant",
+                "content": [compaction, failed, {"type": "text", "text": "Sure."}],
+            },
+            {"role": "user", "content": "When do I travel?"},
+        ],
+        extra_headers={"X-Thread-Id": "compacted"},
+    )
+    assert answer.content[0].type == "text"
+    said = answers(upstream)[-1]["messages"]
+    assert said[-2] == {"role": "assistant", "content": "Ada plans a trip to Lyon in May.\nSure."}
+    stored = turns(api, "compacted")[1]["content"]
+    assert stored == "Ada plans a trip to Lyon in May.\nSure."  # the thread's chat view

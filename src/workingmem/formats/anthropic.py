@@ -201,6 +201,10 @@ def answer_view(content: object) -> Message:
     for block in _blocks(content, "assistant"):
         if block["type"] == "text":
             texts.append(str(block.get("text", "")))
+        elif block["type"] == "compaction" and isinstance(block.get("content"), str):
+            # Claude's summary of the context before it (context management's compaction):
+            # what a model of another API, and the summary update, must read in its place
+            texts.append(block["content"])
         elif block["type"] == "tool_use":
             calls.append(
                 {
