@@ -4,6 +4,7 @@ what a Responses upstream is sent in its place), where a compaction starts, and
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,28 @@ async def test_a_conversation_longer_than_an_append_compacts(tmp_path: Path) -> 
         compaction = await gw.compact(tenant_id="t", messages=messages)
     assert len(compaction.turns) == MAX_MESSAGES_PER_APPEND + 1
     assert compaction.compacted.summary.startswith("The conversation so far, through turn 1001 ")
+
+
+@pytest.mark.parametrize(
+    ("thread", "through", "kept"),
+    [("th-1", 4, ("th-1", 4)), ("th-1", 0, None), ("th-1", True, None), (7, 4, None)],
+)
+def test_an_item_names_a_thread_only_by_a_name_and_a_turn(
+    thread: Any, through: Any, kept: tuple[str, int] | None
+) -> None:
+    content = ITEM["encrypted_content"][len("wmc1.") :]
+    payload = {
+        **json.loads(base64.urlsafe_b64decode(content)),
+        "thread": thread,
+        "through": through,
+    }
+    item = {
+        **ITEM,
+        "encrypted_content": "wmc1."
+        + base64.urlsafe_b64encode(json.dumps(payload).encode()).decode(),
+    }
+    notes = notes_of(item)
+    assert notes is not None
+    assert (None if notes.thread is None else (notes.thread, notes.through)) == kept
+    made = compaction_item(item_id="cmp_3", summary="s", facts=[], thread="th-1", through=4)
+    assert notes_of(made) == Notes("s", (), "th-1", 4)

@@ -17,17 +17,22 @@ only the turns after it are read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from .errors import NotFoundError
 from .formats.compaction import notes_of
-from .formats.responses import FORMAT
+from .formats.responses import FORMAT, items_of, turns_of
 from .llm import CallMeta, Usage
+from .messages import same
+from .placement import visible
+from .stores.base import TurnStore, read_turns
 from .summarizer import Caps, Summarizer, input_cost
 from .tokens import Tokenizer
-from .types import Fact, Turn, WorkingMemoryState
+from .types import Fact, NativeItem, Turn, WorkingMemoryState
 
-__all__ = ["Compacted", "Compaction", "Start", "compact_turns", "starting_point"]
+__all__ = ["Compacted", "Compaction", "Start", "compact_turns", "restored", "starting_point"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,16 @@ class Compaction:
     """The seq of the thread's last turn in the conversation (0 without a thread): the turns
     after it are the request's own, not stored."""
     compacted: Compacted
+    thread_id: str | None = None
+    """The thread the stored turns are of."""
+
+    @property
+    def of_thread(self) -> bool:
+        """Whether the conversation is the thread's turns alone (up to `stored`): what a
+        compaction item may say it stands for (`restored`)."""
+        return self.thread_id is not None and all(
+            (turn.seq or 0) <= self.stored for turn in self.turns
+        )
 
 
 def starting_point(
@@ -111,6 +126,71 @@ async def compact_turns(
         summary, facts = result.summary, result.facts
         usage, calls = usage + result.usage, calls + 1
     return Compacted(summary, facts, usage, calls)
+
+
+async def restored(
+    store: TurnStore, *, tenant_id: str, turns: Sequence[NativeItem]
+) -> list[NativeItem]:
+    """A history resent after a compaction, with the thread's turns in the place of the
+    compaction item that stands for them: when its newest compaction item of the gateway's
+    names a thread of `tenant_id` and the turns before the item are that thread's user
+    messages (as the compaction answered them), those turns of the thread, as the client saw
+    them, take the place of all of that. So the overlap rule reads a client that compacted a
+    thread as continuing it, and the thread stays whole: not edited (under its id) nor forked
+    (found by how it opens). Any other history comes back as it is."""
+    marks = [(i, mark) for i, turn in enumerate(turns) if (mark := _mark(turn)) is not None]
+    if not marks:
+        return list(turns)
+    index, (thread_id, through) = marks[-1]
+    before = turns[:index]
+    if not all(_user_message(turn.item) for turn in before):
+        return list(turns)
+    try:
+        read = await read_turns(
+            store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through
+        )
+    except NotFoundError:
+        return list(turns)
+    shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in read)}
+    thread = [turn for turn in read if turn.seq in shown]
+    users = [turn for turn in thread if _user_message(turn.in_format(FORMAT) or _items(turn))]
+    if len(read) < through or len(users) != len(before):
+        return list(turns)
+    if not all(same(a.to_message(), b.message) for a, b in zip(users, before, strict=True)):
+        return list(turns)
+    # the thread's turns as a Responses client resends them: their items, grouped again
+    return [*turns_of([item for turn in thread for item in items_of(turn)]), *turns[index + 1 :]]
+
+
+def _mark(turn: NativeItem) -> tuple[str, int] | None:
+    """The thread, and the seq of its last turn, that a turn stands for: a compaction item of
+    the gateway's made of a thread's turns alone."""
+    items = turn.item.get("items") if turn.format == FORMAT else None
+    if not isinstance(items, list) or len(items) != 1:
+        return None
+    notes = notes_of(items[0])
+    if notes is None or notes.thread is None or notes.through is None:
+        return None
+    return notes.thread, notes.through
+
+
+def _items(turn: Turn) -> dict[str, Any]:
+    return {"items": items_of(turn)}
+
+
+def _user_message(item: Mapping[str, Any] | None) -> bool:
+    """Whether a turn (its Responses items) is a user's message: what a compaction lists."""
+    items = (item or {}).get("items")
+    return (
+        isinstance(items, list)
+        and len(items) > 0
+        and all(
+            isinstance(one, Mapping)
+            and one.get("type", "message") == "message"
+            and one.get("role") == "user"
+            for one in items
+        )
+    )
 
 
 def _chunks(turns: Sequence[Turn], tokenizer: Tokenizer, max_tokens: int) -> Iterator[list[Turn]]:

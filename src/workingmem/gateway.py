@@ -594,7 +594,7 @@ class Gateway:
             max_input_tokens=plan.memory.helper_input_max_tokens,
             meta=meta,
         )
-        return Compaction(turns, stored, compacted)
+        return Compaction(turns, stored, compacted, thread_id)
 
     # -- memory of a thread ------------------------------------------------------------------
 

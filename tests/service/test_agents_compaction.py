@@ -68,9 +68,22 @@ async def test_the_sdks_compaction_session_compacts_through_the_gateway(
         AGENT, "What is my budget?", session=session, run_config=config(client)
     )
     assert result.final_output == "Noted."
-    (compacted,) = [m for m in answers(upstream)[-1]["messages"] if LEAD in str(m["content"])]
-    assert compacted["role"] == "user"
-    assert "- Please remember my budget is 4,000 euros." in compacted["content"]
-    # the compacted history parted into a thread of its own; the one it compacts is whole
+    read = answers(upstream)[-1]["messages"]
     stored = sorted([len(await blocking(turns)(api, t["id"])) for t in await threads_of(api)])
-    assert stored == [4, 5]  # Hi/answer twice; the 2 user messages, the compaction, Q and A
+    if mode == "previous_response_id":
+        # a compaction of the thread's turns alone: resent, it continues the thread, which
+        # stays whole, and the model reads the thread's memory (its answers too)
+        assert stored == [6]
+        assert [m["content"] for m in read[-3:]] == [
+            "I travel in May.",
+            "Noted.",
+            "What is my budget?",
+        ]
+        assert LEAD not in str(read)
+    else:
+        # a compaction of the session's items: the history parts into a thread of its own
+        # (the user messages, the compaction, the question and its answer); the other is whole
+        assert stored == [4, 5]
+        (compacted,) = [m for m in read if LEAD in str(m["content"])]
+        assert compacted["role"] == "user"
+        assert "- Please remember my budget is 4,000 euros." in compacted["content"]

@@ -93,6 +93,7 @@ def test_a_conversation_compacts_to_its_user_messages_and_one_item(
     assert last.id.startswith("cmp_")
     notes = notes_of(last)
     assert notes["summary"] == "The conversation so far, through turn 4 (read 1-4)."
+    assert "thread" not in notes  # of no stored thread
     assert notes["facts"] == ["Please remember that my budget is 4,000 euros."]
     assert compacted.usage.input_tokens > 0  # the cheap model's
     assert "[2] assistant: Noted: 4,000 euros." in helper_prompts(upstream)[-1]
@@ -115,6 +116,7 @@ def test_compacting_a_chain_starts_where_the_threads_summary_ends(
 
     notes = notes_of(compacted.output[-1])
     assert notes["summary"] == "The conversation so far, through turn 10 (read 9-10)."
+    assert (notes["thread"], notes["through"]) == (thread, 10)  # the thread's turns alone
     assert notes["facts"] == ["Please remember: my name is Ada."]  # the stored summary's
     (prompt,) = helper_prompts(upstream)[read:]  # one call, over the turns after the summary
     assert "through turn 8 (read 5-8)" in prompt
@@ -239,3 +241,53 @@ def test_a_thread_named_by_its_header_compacts_whatever_api_wrote_it(
     assert notes_of(last)["facts"] == ["Please remember I am vegetarian."]
     with pytest.raises(openai.NotFoundError):
         client.responses.compact(model="answer-model", extra_headers={"X-Thread-Id": "no-such"})
+
+
+def resent(compacted: Any, question: str) -> list[Any]:
+    """A compaction's output as a client resends it, with its next question."""
+    history = [item.model_dump(exclude_none=True, warnings=False) for item in compacted.output]
+    return [*history, {"role": "user", "content": question}]
+
+
+def test_a_compacted_thread_resent_under_its_id_continues_it_whole(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    thread = f"kept-{uuid.uuid4().hex}"
+    header = {"X-Thread-Id": thread}
+    for text in ("Please remember I am vegetarian.", "Book a table for two."):
+        client.responses.create(model="answer-model", input=text, extra_headers=header)
+    compacted = client.responses.compact(model="answer-model", extra_headers=header)
+
+    client.responses.create(
+        model="answer-model", input=resent(compacted, "At eight?"), extra_headers=header
+    )
+
+    said = [(t["role"], t["content"]) for t in turns(api, thread)]
+    assert said == [
+        ("user", "Please remember I am vegetarian."),
+        ("assistant", "Noted."),
+        ("user", "Book a table for two."),
+        ("assistant", "Noted."),
+        ("user", "At eight?"),
+        ("assistant", "Noted."),
+    ]  # not edited to the compacted history: every answer stays
+
+
+def test_a_compaction_naming_another_tenants_thread_continues_nothing_of_it(
+    client: openai.OpenAI, service: LiveServer, database_url: str, api: httpx.Client
+) -> None:
+    thread = f"theirs-{uuid.uuid4().hex}"
+    client.responses.create(
+        model="answer-model", input="My secret is 42.", extra_headers={"X-Thread-Id": thread}
+    )
+    theirs = client.responses.compact(model="answer-model", extra_headers={"X-Thread-Id": thread})
+    other = create_key(database_url, f"t-compact-{uuid.uuid4().hex}", "tests").secret
+    with openai.OpenAI(base_url=f"{service.url}/v1", api_key=other, max_retries=0) as stranger:
+        raw = stranger.responses.with_raw_response.create(
+            model="answer-model", input=resent(theirs, "What is my secret?")
+        )
+        mine = raw.headers["X-Thread-Id"]
+        with pytest.raises(openai.NotFoundError):
+            stranger.conversations.items.list(thread)
+    assert mine != thread
+    assert len(turns(api, thread)) == 2  # theirs, untouched

@@ -6,9 +6,11 @@
 
 OpenAI's ``responses.compact`` answers a conversation's user messages and one ``compaction``
 item whose ``encrypted_content`` only OpenAI can read. The gateway writes its own: the content
-is ``wmc1.`` and the URL-safe base64 of ``{"summary": ..., "facts": [...]}``, so that any
-upstream can be given what it says (a user message with the text, see `text_of_notes`) and a
-later compaction can start from it. Not encrypted: it is the client's own conversation, and a
+is ``wmc1.`` and the URL-safe base64 of ``{"summary": ..., "facts": [...]}`` (and
+``"thread"``, ``"through"`` when it stands for a thread's turns alone), so that any upstream
+can be given what it says (a user message with the text, see `text_of_notes`), a later
+compaction can start from it, and a history resent with it can continue its thread
+(`workingmem.compaction.restored`). Not encrypted: it is the client's own conversation, and a
 client could send the same words as a message. It is read as the user's words, never as
 instructions (no system role), so an item made by hand gains nothing.
 """
@@ -36,15 +38,26 @@ class Notes:
 
     summary: str
     facts: tuple[str, ...] = ()
+    thread: str | None = None
+    """The thread whose turns it stands for, when it stands for a thread's turns alone."""
+    through: int | None = None
+    """The seq of the last of those turns."""
 
 
-def compaction_item(*, item_id: str, summary: str, facts: Sequence[str]) -> dict[str, Any]:
-    """The ``compaction`` item for a summary and its facts."""
-    payload = json.dumps(
-        {"summary": summary, "facts": [str(fact) for fact in facts]},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+def compaction_item(
+    *,
+    item_id: str,
+    summary: str,
+    facts: Sequence[str],
+    thread: str | None = None,
+    through: int | None = None,
+) -> dict[str, Any]:
+    """The ``compaction`` item for a summary and its facts; with `thread` and `through`, of
+    that thread's turns up to `through` (a later request can be read as continuing it)."""
+    fields: dict[str, Any] = {"summary": summary, "facts": [str(fact) for fact in facts]}
+    if thread is not None and through is not None:
+        fields.update(thread=thread, through=through)
+    payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     content = _PREFIX + base64.urlsafe_b64encode(payload.encode()).decode()
     return {"id": item_id, "type": COMPACTION, "encrypted_content": content}
 
@@ -68,7 +81,10 @@ def notes_of(item: Mapping[str, Any]) -> Notes | None:
         return None
     if not all(isinstance(fact, str) for fact in facts):
         return None
-    return Notes(summary, tuple(facts))
+    thread, through = payload.get("thread"), payload.get("through")
+    if not (isinstance(thread, str) and type(through) is int and through >= 1):
+        thread = through = None  # a mark that names no thread's turns is no mark
+    return Notes(summary, tuple(facts), thread, through)
 
 
 def is_ours(item: Mapping[str, Any]) -> bool:

@@ -26,10 +26,15 @@ def compacted_object(
     compaction: Compaction, *, response_id: str, created_at: int
 ) -> dict[str, Any]:
     compacted = compaction.compacted
-    output = [
-        *_user_messages(compaction),
-        compaction_item(item_id=new_id("cmp"), summary=compacted.summary, facts=compacted.facts),
-    ]
+    of_thread = compaction.of_thread  # then the item says so: resent, it continues the thread
+    item = compaction_item(
+        item_id=new_id("cmp"),
+        summary=compacted.summary,
+        facts=compacted.facts,
+        thread=compaction.thread_id if of_thread else None,
+        through=compaction.stored if of_thread else None,
+    )
+    output = [*_user_messages(compaction), item]
     return {
         "id": response_id,
         "object": "response.compaction",

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying
 from ...formats.responses import FORMAT, starts_with_output, turns_of
@@ -262,6 +263,8 @@ async def create_response(
         check_id("user", user_id)
     target = await _target(records, tenant, body, asked.x_thread_id)
     turns = await _input_turns(gateway, tenant, body, target)
+    if not target.appends:  # a history resent after a compaction continues its thread
+        turns = await restored(gateway.store, tenant_id=tenant, turns=turns)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
     options = _options(body)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -436,6 +439,8 @@ async def count_input_tokens(
     tokenizer). Nothing is stored. Continuing a response that is not its thread's newest, the
     thread is counted as it stands (`create` would fork it at that response)."""
     gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "count")
+    if not target.appends:  # as `create` places it
+        turns = await restored(gateway.store, tenant_id=tenant, turns=turns)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     tokens = await gateway.count_tokens(
         tenant_id=tenant,
