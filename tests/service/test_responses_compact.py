@@ -291,3 +291,25 @@ def test_a_compaction_naming_another_tenants_thread_continues_nothing_of_it(
             stranger.conversations.items.list(thread)
     assert mine != thread
     assert len(turns(api, thread)) == 2  # theirs, untouched
+
+
+def test_with_the_clients_history_the_model_reads_the_compacted_history_as_sent(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    thread = f"own-{uuid.uuid4().hex}"
+    header = {"X-Thread-Id": thread}
+    client.responses.create(
+        model="answer-model", input="Please remember I am Ada.", extra_headers=header
+    )
+    compacted = client.responses.compact(model="answer-model", extra_headers=header)
+
+    client.responses.create(
+        model="answer-model",
+        input=resent(compacted, "Who am I?"),
+        extra_headers={**header, "X-Workingmem-History": "client"},
+    )
+
+    read = [r for r in upstream.requests if r.get("model") == "answer-model"][-1]["messages"]
+    assert [m["role"] for m in read] == ["user", "user", "user"]  # as the client sent it
+    assert LEAD in read[1]["content"]
+    assert len(turns(api, thread)) == 4  # the thread continued, whole

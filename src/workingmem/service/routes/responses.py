@@ -262,7 +262,7 @@ async def create_response(
     if user_id is not None:
         check_id("user", user_id)
     target = await _target(records, tenant, body, asked.x_thread_id)
-    turns = await _input_turns(gateway, tenant, body, target)
+    turns = as_sent = await _input_turns(gateway, tenant, body, target)
     if not target.appends:  # a history resent after a compaction continues its thread
         turns = await restored(gateway.store, tenant_id=tenant, turns=turns)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
@@ -312,7 +312,7 @@ async def create_response(
         # a Responses upstream gets the items as they came (reasoning included), any other
         # upstream their chat view
         native = gateway.native_format == FORMAT
-        sent = [carrying(turn.message, turn.item if native else None) for turn in turns]
+        sent = [carrying(turn.message, turn.item if native else None) for turn in as_sent]
         ask["passthrough"] = [*system, *sent]
 
     async def finish(result: AskResult) -> dict[str, Any]:
