@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import NotFoundError
-from .formats.compaction import notes_of
+from .formats.compaction import COMPACTION, notes_of
 from .formats.responses import FORMAT, items_of, turns_of
 from .llm import CallMeta, Usage
 from .messages import same
@@ -138,10 +138,11 @@ async def restored(
     them, take the place of all of that. So the overlap rule reads a client that compacted a
     thread as continuing it, and the thread stays whole: not edited (under its id) nor forked
     (found by how it opens). Any other history comes back as it is."""
-    marks = [(i, mark) for i, turn in enumerate(turns) if (mark := _mark(turn)) is not None]
-    if not marks:
+    index = _last_compaction(turns)
+    mark = _mark(turns[index]) if index is not None else None
+    if index is None or mark is None:
         return list(turns)
-    index, (thread_id, through) = marks[-1]
+    thread_id, through = mark
     before = turns[:index]
     if not all(_user_message(turn.item) for turn in before):
         return list(turns)
@@ -160,6 +161,18 @@ async def restored(
         return list(turns)
     # the thread's turns as a Responses client resends them: their items, grouped again
     return [*turns_of([item for turn in thread for item in items_of(turn)]), *turns[index + 1 :]]
+
+
+def _last_compaction(turns: Sequence[NativeItem]) -> int | None:
+    """The index of the newest turn that is a compaction item (a user-side turn of one item):
+    a look at each turn, on every resent history, so a short one."""
+    found = None
+    for index, turn in enumerate(turns):
+        if turn.message.get("role") == "user" and turn.format == FORMAT:
+            items = turn.item.get("items")
+            if isinstance(items, list) and len(items) == 1 and items[0].get("type") == COMPACTION:
+                found = index
+    return found
 
 
 def _mark(turn: NativeItem) -> tuple[str, int] | None:
