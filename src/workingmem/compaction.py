@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import NotFoundError
 from .formats.compaction import COMPACTION, notes_of
-from .formats.responses import FORMAT, items_of, turns_of
+from .formats.responses import FORMAT, is_user_message, items_of, turns_of
 from .llm import CallMeta, Usage
 from .messages import same
 from .placement import visible
@@ -197,12 +197,7 @@ def _user_message(item: Mapping[str, Any] | None) -> bool:
     return (
         isinstance(items, list)
         and len(items) > 0
-        and all(
-            isinstance(one, Mapping)
-            and one.get("type", "message") == "message"
-            and one.get("role") == "user"
-            for one in items
-        )
+        and all(isinstance(one, Mapping) and is_user_message(one) for one in items)
     )
 
 

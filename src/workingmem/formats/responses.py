@@ -31,6 +31,7 @@ __all__ = [
     "FORMAT",
     "OPEN_UNIT_READ",
     "is_reference",
+    "is_user_message",
     "items_of",
     "items_of_message",
     "open_calls",
@@ -109,6 +110,12 @@ def starts_with_output(items: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the first item is a call's output (``function_call_output``, ...)."""
     kind = items[0].get("type") if items else None
     return isinstance(kind, str) and kind.endswith("_output")
+
+
+def is_user_message(item: Mapping[str, Any]) -> bool:
+    """A message of the user's (not the system's, nor an answer's; no other item): what a
+    compaction keeps of a conversation."""
+    return item.get("type", "message") == "message" and item.get("role") == "user"
 
 
 def is_reference(item: Mapping[str, Any]) -> bool:

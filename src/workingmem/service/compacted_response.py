@@ -14,7 +14,7 @@ from typing import Any
 
 from ..compaction import Compaction
 from ..formats.compaction import compaction_item
-from ..formats.responses import items_of
+from ..formats.responses import is_user_message, items_of
 from ..formats.responses_chat import new_id
 from ..llm.usage import to_responses
 from .response_items import item_with_id
@@ -53,7 +53,7 @@ def _user_messages(compaction: Compaction) -> list[dict[str, Any]]:
         if turn.role != "user":
             continue
         for index, item in enumerate(items_of(turn)):
-            if item.get("type", "message") != "message" or item.get("role") != "user":
+            if not is_user_message(item):
                 continue  # a compaction, an output of a call no turn made: not the user's words
             if seq > compaction.stored and not item.get("id"):
                 item = {"id": new_id("msg"), **item}
