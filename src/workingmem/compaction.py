@@ -130,37 +130,39 @@ async def compact_turns(
 
 async def restored(
     store: TurnStore, *, tenant_id: str, turns: Sequence[NativeItem]
-) -> list[NativeItem]:
+) -> tuple[list[NativeItem], str | None]:
     """A history resent after a compaction, with the thread's turns in the place of the
-    compaction item that stands for them: when its newest compaction item of the gateway's
-    names a thread of `tenant_id` and the turns before the item are that thread's user
-    messages (as the compaction answered them), those turns of the thread, as the client saw
-    them, take the place of all of that. So the overlap rule reads a client that compacted a
-    thread as continuing it, and the thread stays whole: not edited (under its id) nor forked
-    (found by how it opens). Any other history comes back as it is."""
+    compaction item that stands for them, and that thread: when its newest compaction item of
+    the gateway's names a thread of `tenant_id` and the turns before the item are that
+    thread's user messages (as the compaction answered them), those turns of the thread, as
+    the client saw them, take the place of all of that. So the overlap rule reads a client
+    that compacted a thread as continuing it, and the thread stays whole: not edited nor
+    forked. Any other history comes back as it is, with no thread."""
+    unchanged = (list(turns), None)
     index = _last_compaction(turns)
     mark = _mark(turns[index]) if index is not None else None
     if index is None or mark is None:
-        return list(turns)
+        return unchanged
     thread_id, through = mark
     before = turns[:index]
     if not all(_user_message(turn.item) for turn in before):
-        return list(turns)
+        return unchanged
     try:
         read = await read_turns(
             store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through
         )
     except NotFoundError:
-        return list(turns)
+        return unchanged
     shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in read)}
     thread = [turn for turn in read if turn.seq in shown]
     users = [turn for turn in thread if _user_message(turn.in_format(FORMAT) or _items(turn))]
     if len(read) < through or len(users) != len(before):
-        return list(turns)
+        return unchanged
     if not all(same(a.to_message(), b.message) for a, b in zip(users, before, strict=True)):
-        return list(turns)
+        return unchanged
     # the thread's turns as a Responses client resends them: their items, grouped again
-    return [*turns_of([item for turn in thread for item in items_of(turn)]), *turns[index + 1 :]]
+    items = [item for turn in thread for item in items_of(turn)]
+    return [*turns_of(items), *turns[index + 1 :]], thread_id
 
 
 def _last_compaction(turns: Sequence[NativeItem]) -> int | None:

@@ -249,8 +249,9 @@ def resent(compacted: Any, question: str) -> list[Any]:
     return [*history, {"role": "user", "content": question}]
 
 
-def test_a_compacted_thread_resent_under_its_id_continues_it_whole(
-    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+@pytest.mark.parametrize("named", [True, False], ids=["under-its-id", "without-an-id"])
+def test_a_compacted_thread_resent_continues_it_whole(
+    named: bool, client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
 ) -> None:
     thread = f"kept-{uuid.uuid4().hex}"
     header = {"X-Thread-Id": thread}
@@ -258,9 +259,13 @@ def test_a_compacted_thread_resent_under_its_id_continues_it_whole(
         client.responses.create(model="answer-model", input=text, extra_headers=header)
     compacted = client.responses.compact(model="answer-model", extra_headers=header)
 
-    client.responses.create(
-        model="answer-model", input=resent(compacted, "At eight?"), extra_headers=header
+    raw = client.responses.with_raw_response.create(
+        model="answer-model",
+        input=resent(compacted, "At eight?"),
+        extra_headers=header if named else {},
     )
+
+    assert raw.headers["X-Thread-Id"] == thread  # the thread the compaction stands for
 
     said = [(t["role"], t["content"]) for t in turns(api, thread)]
     assert said == [

@@ -69,7 +69,9 @@ T = TypeVar("T")
 RULES = (
     "Input: text, or items whose last is the user's message (or a system / developer "
     "message) or the outputs of the calls of the response before it, not an item of an "
-    "answer; continuing a response or a conversation, they are new items (never an edit). An "
+    "answer; continuing a response or a conversation, they are new items (never an edit). A "
+    "history resent with the compaction of a thread (`POST /v1/responses/compact`) continues "
+    "that thread. An "
     "`item_reference` names an item of the thread the request continues, which takes its "
     "place; any other id is a 404. `conversation` and `previous_response_id` are mutually "
     "exclusive. Tools: "
@@ -190,6 +192,20 @@ async def _input_turns(
     return turns_of(items, open_calls=answering)
 
 
+async def _restored(
+    gateway: Gateway, tenant: str, target: _Target, turns: list[NativeItem]
+) -> tuple[_Target, list[NativeItem]]:
+    """A resent history after a compaction of a thread (`compaction.restored`): that thread's
+    turns in the compaction's place, and the thread continued when the request names none.
+    A request that continues a response or a conversation sends new items: left as it is."""
+    if target.appends:
+        return target, turns
+    restored_turns, thread = await restored(gateway.store, tenant_id=tenant, turns=turns)
+    if thread is not None and target.thread_id is None:
+        target = _Target(thread)
+    return target, restored_turns
+
+
 async def _continued(
     gateway: Gateway, tenant: str, target: _Target, turns: Sequence[NativeItem]
 ) -> _Target:
@@ -263,8 +279,7 @@ async def create_response(
         check_id("user", user_id)
     target = await _target(records, tenant, body, asked.x_thread_id)
     turns = as_sent = await _input_turns(gateway, tenant, body, target)
-    if not target.appends:  # a history resent after a compaction continues its thread
-        turns = await restored(gateway.store, tenant_id=tenant, turns=turns)
+    target, turns = await _restored(gateway, tenant, target, turns)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
     options = _options(body)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -439,8 +454,7 @@ async def count_input_tokens(
     tokenizer). Nothing is stored. Continuing a response that is not its thread's newest, the
     thread is counted as it stands (`create` would fork it at that response)."""
     gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "count")
-    if not target.appends:  # as `create` places it
-        turns = await restored(gateway.store, tenant_id=tenant, turns=turns)
+    target, turns = await _restored(gateway, tenant, target, turns)  # as `create` places it
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     tokens = await gateway.count_tokens(
         tenant_id=tenant,
