@@ -32,7 +32,15 @@ from .summarizer import Caps, Summarizer, input_cost
 from .tokens import Tokenizer
 from .types import Fact, NativeItem, Turn, WorkingMemoryState
 
-__all__ = ["Compacted", "Compaction", "Start", "compact_turns", "restored", "starting_point"]
+__all__ = [
+    "Compacted",
+    "Compaction",
+    "Resent",
+    "Start",
+    "compact_turns",
+    "restored",
+    "starting_point",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,41 +136,56 @@ async def compact_turns(
     return Compacted(summary, facts, usage, calls)
 
 
-async def restored(
-    store: TurnStore, *, tenant_id: str, turns: Sequence[NativeItem]
-) -> tuple[list[NativeItem], str | None]:
-    """A history resent after a compaction, with the thread's turns in the place of the
-    compaction item that stands for them, and that thread: when its newest compaction item of
-    the gateway's names a thread of `tenant_id` and the turns before the item are that
-    thread's user messages (as the compaction answered them), those turns of the thread, as
-    the client saw them, take the place of all of that. So the overlap rule reads a client
-    that compacted a thread as continuing it, and the thread stays whole: not edited nor
-    forked. Any other history comes back as it is, with no thread."""
-    unchanged = (list(turns), None)
+@dataclass(frozen=True, slots=True)
+class Resent:
+    """A resent history, read for a compaction of a thread it holds (`restored`)."""
+
+    turns: list[NativeItem]
+    """What the request's turns are: as sent, or with the compaction's part replaced."""
+    thread_id: str | None = None
+    """The thread the compaction stands for; None when the history holds none."""
+    only_new: bool = False
+    """`turns` are the turns after the thread's: new, never an edit of it."""
+
+
+async def restored(store: TurnStore, *, tenant_id: str, turns: Sequence[NativeItem]) -> Resent:
+    """A history resent after a compaction of a thread, read as continuing that thread: when
+    its newest compaction item of the gateway's names a thread of `tenant_id` and only user
+    messages come before it (as the compaction answered them).
+
+    - The thread still ends where the compaction did (the usual case): what follows the item
+      is new, the rest is the thread as it stands; nothing of the thread is read.
+    - The thread went on since: the turns before the item must be the thread's user messages
+      up to there, and those turns of the thread, as the client saw them, take the place of
+      all of that, for the overlap rule to place (read up to where the compaction ended).
+
+    So the thread stays whole, not edited nor forked. Any other history comes back as sent."""
+    sent = Resent(list(turns))
     index = _last_compaction(turns)
     mark = _mark(turns[index]) if index is not None else None
     if index is None or mark is None:
-        return unchanged
+        return sent
     thread_id, through = mark
-    before = turns[:index]
+    before, after = turns[:index], list(turns[index + 1 :])
     if not all(_user_message(turn.item) for turn in before):
-        return unchanged
+        return sent
     try:
-        read = await read_turns(
-            store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through
-        )
+        stored = await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
     except NotFoundError:
-        return unchanged
+        return sent
+    if stored.turn_count == through:
+        return Resent(after, thread_id, only_new=True)
+    read = await read_turns(store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through)
     shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in read)}
     thread = [turn for turn in read if turn.seq in shown]
     users = [turn for turn in thread if _user_message(turn.in_format(FORMAT) or _items(turn))]
     if len(read) < through or len(users) != len(before):
-        return unchanged
+        return sent
     if not all(same(a.to_message(), b.message) for a, b in zip(users, before, strict=True)):
-        return unchanged
+        return sent
     # the thread's turns as a Responses client resends them: their items, grouped again
     items = [item for turn in thread for item in items_of(turn)]
-    return [*turns_of(items), *turns[index + 1 :]], thread_id
+    return Resent([*turns_of(items), *after], thread_id)
 
 
 def _last_compaction(turns: Sequence[NativeItem]) -> int | None:

@@ -318,3 +318,47 @@ def test_with_the_clients_history_the_model_reads_the_compacted_history_as_sent(
     assert [m["role"] for m in read] == ["user", "user", "user"]  # as the client sent it
     assert LEAD in read[1]["content"]
     assert len(turns(api, thread)) == 4  # the thread continued, whole
+
+
+def test_a_compaction_resent_after_its_thread_went_on_parts_from_it(
+    client: openai.OpenAI, api: httpx.Client
+) -> None:
+    """Another client went on with the thread after the compaction: the compacted history is
+    the thread up to there, then its own question; it parts into a thread of its own, and
+    the thread that went on is left whole."""
+    thread = f"went-on-{uuid.uuid4().hex}"
+    header = {"X-Thread-Id": thread}
+    for text in ("Please remember I am vegetarian.", "Book a table for two."):
+        client.responses.create(model="answer-model", input=text, extra_headers=header)
+    compacted = client.responses.compact(model="answer-model", extra_headers=header)
+    client.responses.create(model="answer-model", input="Cancel it.", extra_headers=header)
+
+    raw = client.responses.with_raw_response.create(
+        model="answer-model", input=resent(compacted, "At eight?")
+    )
+
+    assert len(turns(api, thread)) == 6  # the thread that went on, whole
+    own = raw.headers["X-Thread-Id"]
+    assert own != thread
+    said = [t["content"] for t in turns(api, own)]
+    assert said == [
+        "Please remember I am vegetarian.",
+        "Noted.",
+        "Book a table for two.",
+        "Noted.",
+        "At eight?",
+        "Noted.",
+    ]  # the thread's turns up to the compaction, then its own
+
+
+def test_what_follows_a_resent_compaction_is_new_even_when_it_says_what_the_thread_opened_with(
+    client: openai.OpenAI, api: httpx.Client
+) -> None:
+    thread = f"again-{uuid.uuid4().hex}"
+    header = {"X-Thread-Id": thread}
+    client.responses.create(model="answer-model", input="Hi.", extra_headers=header)
+    compacted = client.responses.compact(model="answer-model", extra_headers=header)
+
+    client.responses.create(model="answer-model", input=resent(compacted, "Hi."))
+
+    assert [t["content"] for t in turns(api, thread)] == ["Hi.", "Noted.", "Hi.", "Noted."]

@@ -129,12 +129,17 @@ class _Target:
     expect_turns: int | None = None
     previous: StoredResponse | None = None
     conversation_id: str | None = None
+    after_compaction: bool = False
+    """The input is what follows a resent compaction of the thread (`compaction.restored`)."""
 
     @property
     def appends(self) -> bool:
         """The input is new items (OpenAI's contract when a request continues a response or
-        a conversation): it never edits the thread, as a resent history may."""
-        return self.previous is not None or self.conversation_id is not None
+        a conversation, and what follows a thread's compaction): it never edits the thread,
+        as a resent history may."""
+        return (
+            self.previous is not None or self.conversation_id is not None or self.after_compaction
+        )
 
 
 async def _target(
@@ -195,15 +200,20 @@ async def _input_turns(
 async def _restored(
     gateway: Gateway, tenant: str, target: _Target, turns: list[NativeItem]
 ) -> tuple[_Target, list[NativeItem]]:
-    """A resent history after a compaction of a thread (`compaction.restored`): that thread's
-    turns in the compaction's place, and the thread continued when the request names none.
-    A request that continues a response or a conversation sends new items: left as it is."""
+    """A resent history after a compaction of a thread (`compaction.restored`) when the
+    request names no other thread: what follows the compaction, as new items on that thread;
+    or, when the thread went on since, the history with the thread's turns in the
+    compaction's place. A request that continues a response or a conversation sends new
+    items: left as it is."""
     if target.appends:
         return target, turns
-    restored_turns, thread = await restored(gateway.store, tenant_id=tenant, turns=turns)
-    if thread is not None and target.thread_id is None:
-        target = _Target(thread)
-    return target, restored_turns
+    resent = await restored(gateway.store, tenant_id=tenant, turns=turns)
+    if resent.thread_id is None or target.thread_id not in (None, resent.thread_id):
+        return target, turns  # no compaction of a thread, or of another than the one named
+    if resent.only_new:
+        return _Target(resent.thread_id, after_compaction=True), resent.turns
+    # the thread went on since: the whole history is placed as any is (without an id, a fork)
+    return target, resent.turns
 
 
 async def _continued(
