@@ -26,8 +26,8 @@ from .formats.compaction import COMPACTION, notes_of
 from .formats.responses import FORMAT, is_user_message, items_of, turns_of
 from .llm import CallMeta, Usage
 from .messages import same
-from .placement import visible
-from .stores.base import TurnStore, read_turns
+from .placement import visible_turns
+from .stores.base import TurnStore
 from .summarizer import Caps, Summarizer, input_cost
 from .tokens import Tokenizer
 from .types import Fact, NativeItem, Turn, WorkingMemoryState
@@ -103,8 +103,8 @@ def starting_point(
     for turn in reversed(turns):
         if turn.seq is None or turn.seq <= start.covered:
             break
-        item = turn.in_format(FORMAT)
-        notes = notes_of(item["items"][0]) if item and len(item["items"]) == 1 else None
+        one = _only_item(turn)
+        notes = notes_of(one) if one is not None else None
         if notes is not None:
             return Start(notes.summary, tuple(Fact(text) for text in notes.facts), turn.seq)
     return start
@@ -167,7 +167,7 @@ async def restored(store: TurnStore, *, tenant_id: str, turns: Sequence[NativeIt
         return sent
     thread_id, through = mark
     before, after = turns[:index], list(turns[index + 1 :])
-    if not all(_user_message(turn.item) for turn in before):
+    if not all(_user_message(turn.item.get("items")) for turn in before):
         return sent
     try:
         stored = await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
@@ -175,11 +175,13 @@ async def restored(store: TurnStore, *, tenant_id: str, turns: Sequence[NativeIt
         return sent
     if stored.turn_count == through:
         return Resent(after, thread_id, only_new=True)
-    read = await read_turns(store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through)
-    shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in read)}
-    thread = [turn for turn in read if turn.seq in shown]
-    users = [turn for turn in thread if _user_message(turn.in_format(FORMAT) or _items(turn))]
-    if len(read) < through or len(users) != len(before):
+    if stored.turn_count < through:
+        return sent
+    thread = await visible_turns(
+        store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through
+    )
+    users = [turn for turn in thread if _user_message(items_of(turn))]
+    if len(users) != len(before):
         return sent
     if not all(same(a.to_message(), b.message) for a, b in zip(users, before, strict=True)):
         return sent
@@ -193,9 +195,9 @@ def _last_compaction(turns: Sequence[NativeItem]) -> int | None:
     a look at each turn, on every resent history, so a short one."""
     found = None
     for index, turn in enumerate(turns):
-        if turn.message.get("role") == "user" and turn.format == FORMAT:
-            items = turn.item.get("items")
-            if isinstance(items, list) and len(items) == 1 and items[0].get("type") == COMPACTION:
+        if turn.message.get("role") == "user":  # a compaction's side: the rest is passed over
+            one = _only_item(turn)
+            if one is not None and one.get("type") == COMPACTION:
                 found = index
     return found
 
@@ -203,22 +205,21 @@ def _last_compaction(turns: Sequence[NativeItem]) -> int | None:
 def _mark(turn: NativeItem) -> tuple[str, int] | None:
     """The thread, and the seq of its last turn, that a turn stands for: a compaction item of
     the gateway's made of a thread's turns alone."""
-    items = turn.item.get("items") if turn.format == FORMAT else None
-    if not isinstance(items, list) or len(items) != 1:
-        return None
-    notes = notes_of(items[0])
+    one = _only_item(turn)
+    notes = notes_of(one) if one is not None else None
     if notes is None or notes.thread is None or notes.through is None:
         return None
     return notes.thread, notes.through
 
 
-def _items(turn: Turn) -> dict[str, Any]:
-    return {"items": items_of(turn)}
+def _only_item(turn: Turn | NativeItem) -> Mapping[str, Any] | None:
+    """The one Responses item a turn was made of (a compaction is one), else None."""
+    items = turn.item.get("items") if turn.format == FORMAT and turn.item is not None else None
+    return items[0] if isinstance(items, list) and len(items) == 1 else None
 
 
-def _user_message(item: Mapping[str, Any] | None) -> bool:
-    """Whether a turn (its Responses items) is a user's message: what a compaction lists."""
-    items = (item or {}).get("items")
+def _user_message(items: object) -> bool:
+    """Whether a turn's Responses items are a user's message: what a compaction lists."""
     return (
         isinstance(items, list)
         and len(items) > 0

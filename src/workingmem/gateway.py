@@ -49,10 +49,10 @@ from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .llm import CallKind, CallMeta, Completion, GuardedClient, LLMClient, NativeEvent, UsageGuard
 from .memory import WorkingMemory, WorkingMemoryProtocol
 from .messages import normalize_turns
-from .placement import check_client_tools, place, visible
+from .placement import check_client_tools, place, visible_turns
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
-from .stores.base import Store, read_turns
+from .stores.base import Store
 from .stores.documents import DocumentStore
 from .strategies import render_notes
 from .summarizer import Caps, Summarizer
@@ -558,11 +558,9 @@ class Gateway:
                 tenant_id=tenant_id, thread_id=thread_id
             )
             last = thread.turn_count if through_seq is None else min(through_seq, thread.turn_count)
-            read = await read_turns(
+            history = await visible_turns(
                 self.store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=last
             )
-            shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in read)}
-            history = [turn for turn in read if turn.seq in shown]
             versions = [state, *versions]
         stored = (history[-1].seq or 0) if history else 0
         views, _ = normalize_turns(list(messages), "messages", limit=None)  # read, not stored

@@ -20,9 +20,9 @@ from typing import Any
 from .agent_memory.tools import TOOL_NAMES
 from .errors import NotFoundError, ValidationError
 from .messages import continuation, may_rewrite, opening_turns, overlap
-from .stores.base import Tail, TurnStore
+from .stores.base import Tail, TurnStore, read_turns
 from .tokens import Tokenizer
-from .types import MessageIn
+from .types import MessageIn, Turn
 
 __all__ = [
     "GATEWAY_TOOLS",
@@ -34,6 +34,7 @@ __all__ = [
     "place",
     "tool_name",
     "visible",
+    "visible_turns",
 ]
 
 GATEWAY_TOOLS = frozenset(TOOL_NAMES)
@@ -92,6 +93,29 @@ def visible(turns: Iterable[tuple[int, MessageIn]]) -> list[tuple[int, MessageIn
             continue
         shown.append((seq, message))
     return shown
+
+
+async def visible_turns(
+    store: TurnStore, *, tenant_id: str, thread_id: str, first: int, count: int
+) -> list[Turn]:
+    """The client-visible turns with seq in [first, first + count). A tool result is hidden
+    when its call is, so the read starts before `first` until it begins on a turn that is not
+    a result (a unit's first turn)."""
+    lead = 0
+    while True:
+        start = max(1, first - lead)
+        turns = await read_turns(
+            store,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            first=start,
+            count=first - start + count,
+        )
+        if start == 1 or not turns or turns[0].role != "tool":
+            break
+        lead = max(2 * lead, 8)
+    shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in turns)}
+    return [t for t in turns if t.seq is not None and t.seq >= first and t.seq in shown]
 
 
 async def place(

@@ -22,8 +22,8 @@ from typing import Any, Literal
 from ..errors import NotFoundError
 from ..formats.responses import OPEN_UNIT_READ, is_reference, items_of, open_calls
 from ..messages import check_id
-from ..placement import visible
-from ..stores.base import TurnStore, read_turns
+from ..placement import visible_turns
+from ..stores.base import TurnStore
 from ..types import Turn
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "locate",
     "open_calls_before",
     "stored_item",
-    "visible_turns",
     "with_references",
 ]
 
@@ -111,29 +110,6 @@ def _part(role: object, text: str) -> dict[str, Any]:
 def _items(turn: Turn) -> list[dict[str, Any]]:
     assert turn.seq is not None
     return [item_with_id(item, turn.seq, i) for i, item in enumerate(items_of(turn))]
-
-
-async def visible_turns(
-    store: TurnStore, *, tenant_id: str, thread_id: str, first: int, count: int
-) -> list[Turn]:
-    """The client-visible turns with seq in [first, first + count). A tool result is hidden
-    when its call is, so the read starts before `first` until it begins on a turn that is not
-    a result (a unit's first turn)."""
-    lead = 0
-    while True:
-        start = max(1, first - lead)
-        turns = await read_turns(
-            store,
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            first=start,
-            count=first - start + count,
-        )
-        if start == 1 or not turns or turns[0].role != "tool":
-            break
-        lead = max(2 * lead, 8)
-    shown = {seq for seq, _ in visible((t.seq or 0, t.to_message()) for t in turns)}
-    return [t for t in turns if t.seq is not None and t.seq >= first and t.seq in shown]
 
 
 async def _turns(

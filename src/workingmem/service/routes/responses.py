@@ -482,7 +482,7 @@ async def count_input_tokens(
 
 @router.post(
     "/v1/responses/compact",
-    responses={**BUSY, **UPSTREAM},
+    responses=UPSTREAM,  # it takes no lock and writes nothing: no conflict to answer
     summary="Compact a conversation: its user messages, and one compaction item for the rest",
     description=COMPACT_RULES,
     openapi_extra=ASK_HEADERS_DOC,
