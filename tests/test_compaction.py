@@ -17,7 +17,7 @@ from workingmem.compaction import Start, starting_point
 from workingmem.formats import carrying
 from workingmem.formats.compaction import Notes, compaction_item, notes_of, text_of_notes
 from workingmem.formats.responses import turns_of
-from workingmem.llm import OpenAIClient
+from workingmem.llm import CallKind, CallMeta, OpenAIClient
 from workingmem.llm.openai_responses import request_body
 from workingmem.llm.testing import ScriptedUpstream
 from workingmem.messages import MAX_MESSAGES_PER_APPEND
@@ -188,3 +188,46 @@ def test_an_item_names_a_thread_only_by_a_name_and_a_turn(
     assert (None if notes.thread is None else (notes.thread, notes.through)) == kept
     made = compaction_item(item_id="cmp_3", summary="s", facts=[], thread="th-1", through=4)
     assert notes_of(made) == Notes("s", (), "th-1", 4)
+
+
+class Recording:
+    """A usage guard (R10) that sees every call's meta and refuses compactions once told to."""
+
+    def __init__(self) -> None:
+        self.metas: list[CallMeta] = []
+        self.refuse = False
+
+    async def check(self, meta: CallMeta) -> str | None:
+        self.metas.append(meta)
+        return "over budget" if self.refuse and meta.kind is CallKind.COMPACTION else None
+
+    async def record(self, meta: CallMeta, usage: wm.Usage) -> None:
+        return None
+
+
+@pytest.mark.asyncio
+async def test_a_compactions_calls_pass_the_usage_guard_with_their_meta(tmp_path: Path) -> None:
+    """R10: a compaction's cheap-model calls carry tenant, thread, user and their kind to the
+    guard, which may refuse them: then the compaction fails, and the model is not called."""
+    guard = Recording()
+    config = wm.GatewayConfig(cheap_model="cheap-model")
+    messages: list[wm.MessageIn] = [
+        {"role": "user", "content": "Please remember my budget is 4,000 euros."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    async with (
+        await wm.open_store(f"sqlite:///{tmp_path / 'memory.db'}") as store,
+        ScriptedUpstream(responder=summarizing_responder) as upstream,
+        wm.Gateway(
+            store=store, llm=OpenAIClient(base_url=upstream.base_url), config=config, guard=guard
+        ) as gw,
+    ):
+        await store.append(tenant_id="t", thread_id="th", messages=messages)
+        await gw.compact(tenant_id="t", thread_id="th", user_id="ada")
+        (meta,) = guard.metas
+        assert (meta.tenant_id, meta.thread_id, meta.user_id) == ("t", "th", "ada")
+        assert (meta.kind, meta.model) == (CallKind.COMPACTION, "cheap-model")
+        guard.refuse = True
+        with pytest.raises(wm.UsageRefusedError, match="over budget"):
+            await gw.compact(tenant_id="t", thread_id="th")
+    assert len(upstream.requests) == 1  # the refused call never reached the model
