@@ -122,12 +122,10 @@ def request_body(
             instructions.append(_text(message.get("content")))
             continue
         original = message.get(ORIGINAL_KEY)
-        if (
-            isinstance(original, Mapping)
-            and isinstance(original.get("items"), list)
-            and not any(is_ours(item) for item in original["items"])  # read by us alone
-        ):
-            items.extend(dict(item) for item in original["items"])
+        stored = original.get("items") if isinstance(original, Mapping) else None
+        # as stored, but the gateway's own compaction (a turn of its own), which only we read
+        if isinstance(stored, list) and not (len(stored) == 1 and is_ours(stored[0])):
+            items.extend(dict(item) for item in stored)
         else:
             items.extend(items_of_message(message))
     body: dict[str, Any] = {
