@@ -103,12 +103,19 @@ def test_a_conversation_compacts_to_its_user_messages_and_one_item(
 def test_compacting_a_chain_starts_where_the_threads_summary_ends(
     client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
 ) -> None:
+    def covered(turns: int) -> None:
+        """Each update due (every 4 turns) has run before the thread grows again: one that ran
+        late would cover the turns stored meanwhile and leave the next one not due."""
+        memory = f"/v1/threads/{thread}/memory"
+        done = until(lambda: api.get(memory).json()["covered_turns"] == turns)
+        assert done, f"the background update never covered the {turns} turns"
+
     first, thread = thread_of(client, input="Please remember: my name is Ada.")
-    response = first
-    for said in ("I live in Lyon.", "I like trains.", "I travel in May."):
+    response, _ = thread_of(client, input="I live in Lyon.", previous_response_id=first.id)
+    covered(4)
+    for said in ("I like trains.", "I travel in May."):
         response, _ = thread_of(client, input=said, previous_response_id=response.id)
-    covered = until(lambda: api.get(f"/v1/threads/{thread}/memory").json()["covered_turns"] == 8)
-    assert covered, "the background update never covered the 8 turns"
+    covered(8)
     response, _ = thread_of(client, input="I pay by card.", previous_response_id=response.id)
     read = len(helper_prompts(upstream))  # 10 turns: no update due
 
