@@ -6,14 +6,18 @@ taking in new turns is a stalled update. Pure rules first, then through a real h
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Callable
+from difflib import SequenceMatcher
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import workingmem as wm
 from tests.helpers import DEFAULT_PROFILE, assistant, user
-from workingmem.curation import Removal, merge_facts, near_same, normalized, repeats
+from workingmem.curation import NEAR, Removal, merge_facts, near_same, normalized, repeats
 from workingmem.llm import OpenAIClient
 from workingmem.llm.testing import Reply, ScriptedUpstream
 
@@ -72,6 +76,47 @@ def test_what_counts_as_the_same() -> None:
     assert not near_same(normalized("Locker number 13"), normalized("Locker number 18"))
     assert repeats("I love my new bike!", ["Lives in Lyon.", "i love my new bike"])
     assert not repeats("Ada lives in Lyon and loves her new bike.", ["i love my new bike"])
+
+
+def difflib_near(a: str, b: str) -> bool:
+    """What counts as the same, said plainly: the lengths within `NEAR` of each other, the same
+    numbers, and difflib's ratio at least `NEAR`."""
+    if a == b:
+        return True
+    if not a or not b or min(len(a), len(b)) < NEAR * max(len(a), len(b)):
+        return False
+    if re.findall(r"\d+", a) != re.findall(r"\d+", b):
+        return False
+    return SequenceMatcher(None, a, b, autojunk=False).ratio() >= NEAR
+
+
+@st.composite
+def text_and_edit(draw: st.DrawFn) -> tuple[str, str]:
+    """A text over a few letters and a copy of it with a few letters changed, dropped or added:
+    pairs on both sides of `NEAR`."""
+    text = draw(st.text(alphabet="bcde 12", min_size=1, max_size=60).filter(str.strip))
+    edited = list(text)
+    for _ in range(draw(st.integers(0, 6))):
+        at = draw(st.integers(0, len(edited)))
+        letter = draw(st.sampled_from("bcde 12"))
+        how = draw(st.sampled_from(("change", "drop", "add")))
+        if how == "add" or at == len(edited):
+            edited.insert(at, letter)
+        elif how == "change":
+            edited[at] = letter
+        else:
+            del edited[at]
+    return text, "".join(edited)
+
+
+@given(text_and_edit())
+def test_the_cheap_bounds_decide_as_difflib_does(pair: tuple[str, str]) -> None:
+    """A merge tries cheap bounds before difflib's ratio; they must never change its answer."""
+    a, b = (normalized(text) for text in pair)
+    assert near_same(a, b) == difflib_near(a, b)
+    assert merge_facts([wm.Fact(a)], [wm.Fact(b)], [], max_facts=5)[0] == (
+        (wm.Fact(a),) if difflib_near(a, b) else (wm.Fact(a), wm.Fact(b))
+    )
 
 
 # -- through a real helper call ---------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -44,21 +45,49 @@ class Removal:
 def normalized(text: str) -> str:
     """Case, accents, punctuation, spacing and articles aside: what a text says, for comparing."""
     folded = unicodedata.normalize("NFKD", text.casefold())
-    plain = "".join(c for c in folded if not unicodedata.combining(c))
+    plain = folded if folded.isascii() else "".join(_uncombined(folded))
     return " ".join(w for w in _NOT_WORD.sub(" ", plain).split() if w not in _ARTICLES)
+
+
+def _uncombined(text: str) -> Iterable[str]:
+    """`text` without its combining marks (the accents NFKD split off their letters)."""
+    return (c for c in text if not unicodedata.combining(c))
 
 
 def near_same(a: str, b: str) -> bool:
     """Whether two normalized texts are the same or nearly (a typo, a word changed); never
     two that differ in a number (locker 3 is not locker 4)."""
-    if a == b:
+    return _near(_Said.of(a), _Said.of(b))
+
+
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """A normalized text with what `_near` compares before difflib's ratio, found once: a
+    merge compares each fact with every other, and building difflib's matcher for each pair
+    cost more than the rest of a summary update."""
+
+    text: str
+    numbers: list[str]
+    letters: Counter[str]
+
+    @classmethod
+    def of(cls, key: str) -> _Said:
+        return cls(key, _NUMBER.findall(key), Counter(key))
+
+
+def _near(a: _Said, b: _Said) -> bool:
+    """`near_same`, with the cheap bounds first: the lengths, the numbers, then difflib's
+    quick ratio (the letters two texts share, an upper bound of its ratio)."""
+    if a.text == b.text:
         return True
-    if not a or not b or min(len(a), len(b)) < NEAR * max(len(a), len(b)):
+    size_a, size_b = len(a.text), len(b.text)
+    if not size_a or not size_b or min(size_a, size_b) < NEAR * max(size_a, size_b):
         return False
-    if _NUMBER.findall(a) != _NUMBER.findall(b):
+    if a.numbers != b.numbers:
         return False
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
-    return matcher.quick_ratio() >= NEAR and matcher.ratio() >= NEAR
+    if 2.0 * (a.letters & b.letters).total() / (size_a + size_b) < NEAR:
+        return False
+    return SequenceMatcher(None, a.text, b.text, autojunk=False).ratio() >= NEAR
 
 
 def repeats(summary: str, texts: Iterable[str]) -> bool:
@@ -83,12 +112,12 @@ def merge_facts(
     """
     notes: list[str] = []
     kept: list[Fact] = []
-    keys: list[str] = []
-    gone = [normalized(removal.text) for removal in removals]
+    keys: list[_Said] = []
+    gone = [_Said.of(normalized(removal.text)) for removal in removals]
     matched = [False] * len(gone)
     for fact in old:
-        key = normalized(fact.text)
-        hit = next((i for i, g in enumerate(gone) if near_same(key, g)), None)
+        key = _Said.of(normalized(fact.text))
+        hit = next((i for i, g in enumerate(gone) if _near(key, g)), None)
         if hit is not None:
             matched[hit] = True
             continue
@@ -98,8 +127,8 @@ def merge_facts(
         notes.append(f"{len(unmatched)} removals named no fact (e.g. {unmatched[0][:60]!r})")
     left_out = 0
     for fact in proposed:
-        key = normalized(fact.text)
-        if any(near_same(key, g) for g in gone):
+        key = _Said.of(normalized(fact.text))
+        if any(_near(key, g) for g in gone):
             continue  # removed and given again in one answer: removed
         if not _add(kept, keys, fact, key) and len(kept) > max_facts:
             kept.pop()
@@ -110,10 +139,10 @@ def merge_facts(
     return tuple(kept), notes
 
 
-def _add(kept: list[Fact], keys: list[str], fact: Fact, key: str) -> bool:
+def _add(kept: list[Fact], keys: list[_Said], fact: Fact, key: _Said) -> bool:
     """Appends `fact`, or merges it into the fact it repeats; True when merged."""
     for index, other in enumerate(keys):
-        if near_same(key, other):
+        if _near(key, other):
             kept[index] = _widened(kept[index], fact)
             return True
     kept.append(fact)
