@@ -125,6 +125,8 @@ def in_order(body: Any) -> bool:
     if len(json.dumps(body)) > 8_000:  # the test model counts 4 characters a token
         return False
     roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
+    if "function" in roles:
+        return False
     if any(role in ("system", "developer") for role in roles[1:]):
         return False
     if roles[-1] not in ("user", "tool"):

@@ -133,6 +133,23 @@ def test_chat_completions(http: httpx.Client, stream: bool, tools: list[Any]) ->
         conforms(chat.ChatCompletion, ok(http.post("/v1/chat/completions", json=body)))
 
 
+def test_stored_chat_completions(http: httpx.Client) -> None:
+    body = {"model": "answer-model", "messages": [{"role": "user", "content": "Hi"}]}
+    made = ok(http.post("/v1/chat/completions", json={**body, "store": True}))
+    path = f"/v1/chat/completions/{made['id']}"
+    conforms(chat.ChatCompletion, ok(http.get(path)))
+    conforms(chat.ChatCompletion, ok(http.post(path, json={"metadata": {"k": "v"}})))
+    listed = ok(http.get("/v1/chat/completions", params={"metadata[k]": "v"}))
+    assert [c["id"] for c in listed["data"]] == [made["id"]]
+    for completion in listed["data"]:
+        conforms(chat.ChatCompletion, completion)
+    messages = ok(http.get(f"{path}/messages"))
+    assert [(m["id"], m["role"], m["content"]) for m in messages["data"]] == [
+        (f"{made['id']}-0", "user", "Hi")
+    ]
+    conforms(chat.ChatCompletionDeleted, ok(http.delete(path)))
+
+
 def test_responses_and_their_items(http: httpx.Client) -> None:
     first = ok(http.post("/v1/responses", json={"model": "answer-model", "input": "Hi"}))
     conforms(responses.Response, first)

@@ -172,3 +172,11 @@ async def test_turns_indexed_when_they_were_appended_stay_found(tmp_path: Path) 
         await store.append(tenant_id="t", thread_id="th", messages=[again])
         found = await store.search_turns(tenant_id="t", thread_id="th", query="turn")
         assert [[turn.content for turn in unit] for unit in found] == [["turn 1"]]
+
+
+def test_each_dialects_migrations_are_numbered_one_by_one() -> None:
+    """A store records a migration by its number: two files of one number would leave the
+    second unapplied on every database that has the first."""
+    for dialect in ("sqlite", "postgres"):
+        versions = [migration.version for migration in load_migrations(dialect)]
+        assert versions == list(range(1, len(versions) + 1)), dialect

@@ -50,6 +50,7 @@ from .routes import (
     models,
     ops,
     responses,
+    stored_completions,
     threads,
     ui,
     working_memory,
@@ -113,7 +114,18 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(PageSecurityMiddleware)
-    routers = (chat, responses, conversations, messages, models, threads, working_memory, ops, ui)
+    routers = (
+        chat,
+        stored_completions,
+        responses,
+        conversations,
+        messages,
+        models,
+        threads,
+        working_memory,
+        ops,
+        ui,
+    )
     for module in routers:
         app.include_router(module.router)
     app.include_router(threads.deletion)  # last: its path matches every path under a thread

@@ -351,7 +351,11 @@ class ChatCompletionRequest(BaseModel):
     """The user when no ``X-User-Id`` header names one (the header wins, as on every API).
     Forwarded too."""
     metadata: Metadata | None = None
-    """Forwarded; ``thread_id`` in it names the thread when no ``X-Thread-Id`` does."""
+    """Forwarded (the stored completion's, with ``store``); ``thread_id`` in it names the
+    thread when no ``X-Thread-Id`` does."""
+    store: StrictBool | None = None
+    """Whether the gateway keeps the completion, as OpenAI does, for this tenant to list,
+    retrieve, tag and delete (``/v1/chat/completions/{id}``); never forwarded."""
     n: Choices | None = None
     """How many choices: the first is stored, all are returned (not with ``stream``)."""
     max_tokens: Tokens | None = None
@@ -383,6 +387,7 @@ OWNED = frozenset(
     {
         "model",
         "messages",
+        "store",
         "stream",
         "stream_options",
         "tools",
@@ -420,12 +425,15 @@ def unserved(body: ChatCompletionRequest) -> None:
 def forwarded(body: ChatCompletionRequest) -> dict[str, Any]:
     """The request's fields for the upstream, as they were sent (unknown ones included), but
     ``metadata.thread_id``, which names the gateway's thread: OpenAI takes ``metadata`` only
-    with ``store``, so a client that names its thread there still reaches it."""
+    with ``store``, so a client that names its thread there still reaches it. With ``store``
+    the metadata is the gateway's stored completion's, and stays here too."""
     fields = {
         name: value
         for name, value in body.model_dump(mode="json", exclude_unset=True, by_alias=True).items()
         if name not in OWNED
     }
+    if body.store:
+        fields.pop("metadata", None)
     metadata = fields.get("metadata")
     if isinstance(metadata, dict) and "thread_id" in metadata:
         rest = {key: value for key, value in metadata.items() if key != "thread_id"}

@@ -21,6 +21,7 @@ __all__ = [
     "ID_SCHEMA",
     "AfterQuery",
     "AskHeaders",
+    "CompletionIdPath",
     "ItemIdPath",
     "LimitQuery",
     "OrderQuery",
@@ -74,6 +75,12 @@ Page = Annotated[PageQuery, Depends(_page)]
 
 ResponseIdPath = Annotated[
     str, Path(description="A stored response's id (``resp_...``)", json_schema_extra=ID_SCHEMA)
+]
+CompletionIdPath = Annotated[
+    str,
+    Path(
+        description="A stored chat completion's id (``chatcmpl-...``)", json_schema_extra=ID_SCHEMA
+    ),
 ]
 ItemIdPath = Annotated[
     str, Path(description="An item's id, as the item lists give it", json_schema_extra=ID_SCHEMA)

@@ -93,9 +93,15 @@ def _event(payload: dict[str, Any]) -> bytes:
 
 
 async def answer_events(
-    stream: AnswerStream, first: str | None, info: StreamInfo, metrics: Metrics
+    stream: AnswerStream,
+    first: str | None,
+    info: StreamInfo,
+    metrics: Metrics,
+    keep: Finish | None = None,
 ) -> AsyncIterator[bytes]:
-    """The SSE body; closing it early (the client left) closes the answer: nothing stored."""
+    """The SSE body; closing it early (the client left) closes the answer: nothing stored.
+    `keep` stores the whole answer (a completion kept with ``store: true``) before the stream
+    ends; its failure is the stream's."""
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -120,6 +126,12 @@ async def answer_events(
             try:
                 async for text in stream:
                     yield _event(chunk({"content": text}))
+            except Exception as exc:
+                yield _error_event(stream_failure(exc))
+                return
+        if keep is not None and stream.result is not None:
+            try:
+                await keep(stream.result)
             except Exception as exc:
                 yield _error_event(stream_failure(exc))
                 return

@@ -27,6 +27,7 @@ from .base import (
     TurnSearchStore,
     TurnStore,
 )
+from .completions import CompletionStore
 from .responses import ResponseStore
 from .sql import SQLStore
 from .sqlite import SQLiteStore
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_SQLITE_PATH",
     "AskLockStore",
     "Claim",
+    "CompletionStore",
     "MemoryStateStore",
     "PooledStore",
     "PostgresStore",

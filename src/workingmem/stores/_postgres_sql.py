@@ -231,6 +231,7 @@ _INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)",
 """An INSERT of one row of parameters: its rows can travel as one statement of JSON."""
 _COLUMN_TYPES = {
     "thread_pk": "bigint",
+    "completion_pk": "bigint",
     "created_at": "timestamptz",
     "tokens_through": "bigint",
 } | dict.fromkeys(("seq", "unit_seq", "tokens", "version", "turn_count"), "integer")

@@ -27,6 +27,8 @@ __all__ = [
     "MAX_METADATA_KEY_CHARS",
     "MAX_METADATA_VALUE_CHARS",
     "SQLResponses",
+    "check_metadata",
+    "dumps_json",
 ]
 
 MAX_METADATA_KEYS = 16
@@ -208,12 +210,18 @@ def _dumps_body(body: object) -> str:
     """The response object as the JSON text stored (exact: what `json.loads` gives back)."""
     if not isinstance(body, dict):
         raise ValidationError("response.body", f"must be a JSON object, got {type(body).__name__}")
+    return dumps_json(body, "response.body")
+
+
+def dumps_json(value: object, name: str) -> str:
+    """`value` as the JSON text stored (exact: what `json.loads` gives back), or a
+    `ValidationError` naming `name`."""
     try:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise ValidationError("response.body", f"is not JSON: {exc}") from exc
+        raise ValidationError(name, f"is not JSON: {exc}") from exc
     if not _is_unicode(text):
-        raise ValidationError("response.body", "contains text that is not valid Unicode")
+        raise ValidationError(name, "contains text that is not valid Unicode")
     return text
 
 

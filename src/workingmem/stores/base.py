@@ -7,9 +7,10 @@
 Narrow protocols that compose: `TurnStore` (threads and their turns), `MemoryStateStore` (a
 thread's summary state, its versions and its update lease), `ThreadStore` (both: what the
 thread memory needs), and `Store` (that, `DocumentStore` for agent memory, `ApiKeyStore` for
-the service and `ResponseStore` for the Responses API's stored responses): what the gateway
-takes. Every method is scoped by `tenant_id`: a thread of another tenant is `NotFoundError`,
-with the same message as a thread that does not exist.
+the service, `ResponseStore` for the Responses API's stored responses and `CompletionStore` for
+stored chat completions): what the gateway takes. Every method is scoped by `tenant_id`: a
+thread of another tenant is `NotFoundError`, with the same message as a thread that does not
+exist.
 Backends: `SQLiteStore` (the embedded default) and `PostgresStore` (the `postgres` extra), one
 `SQLStore` on two dialects. One contract suite (tests/stores) runs against both.
 """
@@ -26,6 +27,7 @@ from .._protocols import implements
 from ..errors import NotFoundError
 from ..tokens import Tokenizer
 from ..types import CountedTurn, Fact, MessageIn, NativeItem, Thread, Turn, WorkingMemoryState
+from .completions import CompletionStore
 from .documents import DocumentStore
 from .keys import ApiKeyStore
 from .responses import ResponseStore
@@ -152,7 +154,8 @@ class TurnStore(Protocol):
 
     async def delete_thread(self, *, tenant_id: str, thread_id: str) -> None:
         """Deletes the thread and everything of it: turns, counts, summary and its versions,
-        the update lease, the conversation's agent-memory document (not the user's).
+        the update lease, the conversation's agent-memory document (not the user's), its
+        stored responses and chat completions.
 
         For "delete my conversation" and data-protection requests; unlike a reset, nothing of
         the thread remains. `NotFoundError` for a missing thread (or another tenant's).
@@ -341,7 +344,7 @@ class ThreadStore(TurnStore, MemoryStateStore, Protocol):
 
 
 @runtime_checkable
-class Store(ThreadStore, DocumentStore, ApiKeyStore, ResponseStore, Protocol):
+class Store(ThreadStore, DocumentStore, ApiKeyStore, ResponseStore, CompletionStore, Protocol):
     """Everything the gateway and the service keep: what `open_store` returns."""
 
 

@@ -1,14 +1,14 @@
-"""`SQLStore`: threads, memory states, documents, API keys and stored responses on one SQL
-database.
+"""`SQLStore`: threads, memory states, documents, API keys, stored responses and stored chat
+completions on one SQL database.
 
     store = await SQLiteStore.open(".workingmem/memory.db")      # or PostgresStore.open(url)
     async with store:
         await store.append(tenant_id="t1", thread_id="th1", messages=[...])
 
 One class owns the control flow of every operation, its SQL written once (`_sql_threads`,
-`_sql_documents`, `_sql_keys`, `_sql_responses`); a `Dialect` (`_dialect`) supplies what
-really differs between SQLite and PostgreSQL. `SQLiteStore` and `PostgresStore` are this
-class opened on each.
+`_sql_documents`, `_sql_keys`, `_sql_responses`, `_sql_completions`); a `Dialect` (`_dialect`)
+supplies what really differs between SQLite and PostgreSQL. `SQLiteStore` and `PostgresStore`
+are this class opened on each.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Self
 
 from ._dialect import Dialect
 from ._known import KnownThreads
+from ._sql_completions import SQLCompletions
 from ._sql_documents import SQLDocuments
 from ._sql_keys import SQLKeys
 from ._sql_responses import SQLResponses
@@ -27,9 +28,9 @@ from ._sql_threads import SQLThreads
 __all__ = ["SQLStore"]
 
 
-class SQLStore(SQLThreads, SQLStates, SQLDocuments, SQLKeys, SQLResponses):
-    """A `Store` (threads, memory states, documents, API keys, stored responses) on one SQL
-    database."""
+class SQLStore(SQLThreads, SQLStates, SQLDocuments, SQLKeys, SQLResponses, SQLCompletions):
+    """A `Store` (threads, memory states, documents, API keys, stored responses, stored chat
+    completions) on one SQL database."""
 
     def __init__(self, dialect: Dialect) -> None:
         self._dialect = dialect
