@@ -61,20 +61,38 @@ def check_the_thread(
     assert api.get(f"/v1/threads/{thread}/memory").json()["summary"]
 
 
+def async_client(service: LiveServer, key: str, thread: str) -> openai.AsyncOpenAI:
+    """The async `openai` client a framework is given, on the service, naming `thread`."""
+    return openai.AsyncOpenAI(
+        base_url=f"{service.url}/v1",
+        api_key=key,
+        max_retries=0,
+        default_headers={"X-Thread-Id": thread},
+    )
+
+
 @pytest.fixture
 def chat_model(service: LiveServer, key: str, upstream: ScriptedUpstream) -> Iterator[ChatOpenAI]:
     """LangChain's model over the service; its HTTP client closed after the test (left to the
     garbage collector, its pooled socket may be finalized before it, in another test)."""
     upstream.responder = agent_upstream
     with httpx.Client() as http:
-        yield ChatOpenAI(
-            base_url=f"{service.url}/v1",
-            api_key=key,  # type: ignore[arg-type]
-            model="answer-model",
-            max_retries=0,
-            default_headers={"X-Thread-Id": "langchain"},
-            http_client=http,
-        )
+        yield langchain_model(service, key, http)
+
+
+def langchain_model(
+    service: LiveServer, key: str, http: httpx.Client, **options: Any
+) -> ChatOpenAI:
+    """LangChain's `ChatOpenAI` on the service, on the thread ``langchain``."""
+    return ChatOpenAI(
+        base_url=f"{service.url}/v1",
+        api_key=key,  # type: ignore[arg-type]
+        model="answer-model",
+        max_retries=0,
+        default_headers={"X-Thread-Id": "langchain"},
+        http_client=http,
+        **options,
+    )
 
 
 def test_langchain_bind_tools_gets_the_call_and_sends_the_result(
@@ -116,12 +134,7 @@ async def test_the_openai_agents_sdk_over_many_turns(
     service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
 ) -> None:
     upstream.responder = agent_upstream
-    client = openai.AsyncOpenAI(
-        base_url=f"{service.url}/v1",
-        api_key=key,
-        max_retries=0,
-        default_headers={"X-Thread-Id": "agents"},
-    )
+    client = async_client(service, key, "agents")
     model = OpenAIChatCompletionsModel(model="answer-model", openai_client=client)
     agent = Agent(name="weather", instructions="Be brief.", tools=[weather], model=model)
     items: list[Any] = []

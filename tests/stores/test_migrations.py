@@ -11,6 +11,7 @@ from pathlib import Path
 
 import workingmem as wm
 from tests.conftest import postgres_url
+from workingmem.stores import ResponseStore
 from workingmem.stores.migrations import load_migrations
 
 OWN = "tiktoken:o200k_base"
@@ -172,6 +173,30 @@ async def test_turns_indexed_when_they_were_appended_stay_found(tmp_path: Path) 
         await store.append(tenant_id="t", thread_id="th", messages=[again])
         found = await store.search_turns(tenant_id="t", thread_id="th", query="turn")
         assert [[turn.content for turn in unit] for unit in found] == [["turn 1"]]
+
+
+async def test_a_response_stored_before_carried_instructions_carries_none(
+    tmp_path: Path,
+) -> None:
+    """Migration 14 adds the column a response's carried instructions live in: a response of
+    an earlier version is read, and carries none."""
+    path = tmp_path / "memory.db"
+    _database_at(path, 13)
+    stamp = "2026-01-01T00:00:00+00:00"
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute(
+            "INSERT INTO threads (id, tenant_id, thread_id, turn_count, last_unit_seq, "
+            "tokenizers, created_at, updated_at) VALUES (1, 't', 'th', 0, 0, '[]', ?, ?)",
+            (stamp, stamp),
+        )
+        db.execute(
+            "INSERT INTO responses VALUES ('t', 'resp_1', 1, 1, 2, 2, '{\"id\": \"resp_1\"}', ?)",
+            (stamp,),
+        )
+    async with await wm.open_store(f"sqlite:///{path}") as store:
+        assert isinstance(store, ResponseStore)
+        got = await store.get_response(tenant_id="t", response_id="resp_1")
+    assert (got.body, got.carried_instructions) == ({"id": "resp_1"}, None)
 
 
 def test_each_dialects_migrations_are_numbered_one_by_one() -> None:

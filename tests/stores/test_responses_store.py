@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -74,6 +75,23 @@ async def test_a_response_round_trips_exactly(store: wm.Store, tenant: str) -> N
     assert got.created_at is not None
     assert got.created_at.tzinfo is not None
     assert before - timedelta(seconds=1) <= got.created_at <= datetime.now(UTC)
+
+
+async def test_carried_instructions_round_trip(store: wm.Store, tenant: str) -> None:
+    """Any text (a NUL, a line separator, emoji) or none; not a text is refused, nothing
+    stored."""
+    await _thread(store, tenant)
+    text = 'Be brief.\u0000 \u2028 "Grüße" 👋'
+    for response_id, carried in (("with", text), ("without", None)):
+        response = dataclasses.replace(_response(response_id), carried_instructions=carried)
+        await store.put_response(tenant_id=tenant, response=response)
+        got = await store.get_response(tenant_id=tenant, response_id=response_id)
+        assert got.carried_instructions == carried
+    wrong = dataclasses.replace(_response("wrong"), carried_instructions=3)  # type: ignore[arg-type]
+    with pytest.raises(wm.ValidationError):
+        await store.put_response(tenant_id=tenant, response=wrong)
+    with pytest.raises(wm.NotFoundError):
+        await store.get_response(tenant_id=tenant, response_id="wrong")
 
 
 async def test_created_at_is_the_stores_not_the_callers(store: wm.Store, tenant: str) -> None:

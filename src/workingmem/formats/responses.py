@@ -30,6 +30,7 @@ from .files import chat_part_of_input_file, input_file_of_chat_part
 __all__ = [
     "FORMAT",
     "OPEN_UNIT_READ",
+    "instruction_text",
     "is_reference",
     "is_user_message",
     "items_of",
@@ -116,6 +117,18 @@ def is_user_message(item: Mapping[str, Any]) -> bool:
     """A message of the user's (not the system's, nor an answer's; no other item): what a
     compaction keeps of a conversation."""
     return item.get("type", "message") == "message" and item.get("role") == "user"
+
+
+def instruction_text(turn: NativeItem) -> str | None:
+    """The text of a turn that is one system or developer message of text alone, else None."""
+    items = turn.item.get("items") if turn.format == FORMAT else None
+    if not isinstance(items, list) or len(items) != 1:
+        return None
+    item = items[0]
+    if item.get("type", "message") != "message" or item.get("role") not in ("system", "developer"):
+        return None
+    content = turn.message.get("content")
+    return content if isinstance(content, str) else None
 
 
 def is_reference(item: Mapping[str, Any]) -> bool:

@@ -39,7 +39,8 @@ most 64 characters, values of at most 512."""
 
 _SELECT_THREAD = "SELECT id, created_at FROM threads WHERE tenant_id = ? AND thread_id = ?"
 _SELECT_RESPONSE = (
-    "SELECT th.thread_id, r.input_seq, r.output_seq, r.last_seq, r.body, r.created_at "
+    "SELECT th.thread_id, r.input_seq, r.output_seq, r.last_seq, r.body, r.created_at, "
+    "r.carried_instructions "
     "FROM responses AS r JOIN threads AS th ON th.id = r.thread_pk "
     "WHERE r.tenant_id = ? AND r.response_id = ?"
 )
@@ -72,14 +73,20 @@ class SQLResponses:
             )
         ]
         body = _dumps_body(response.body)
+        carried = response.carried_instructions
+        if carried is not None and not isinstance(carried, str):
+            raise ValidationError("response.carried_instructions", "must be a text or None")
+        if carried is not None:  # as JSON, as every text of a turn (a NUL is no SQL text)
+            carried = dumps_json(carried, "response.carried_instructions")
         stamp = self._dialect.stamp(_rows.utcnow())
         async with self._dialect.write() as session:
             pk = (await self._locked_thread(session, tenant_id, thread_id, "thread"))[0]
             inserted = await session.run(
                 "INSERT INTO responses (tenant_id, response_id, thread_pk, input_seq, "
-                "output_seq, last_seq, body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "output_seq, last_seq, body, carried_instructions, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, response_id) DO NOTHING",
-                (tenant_id, response_id, pk, *seqs, body, stamp),
+                (tenant_id, response_id, pk, *seqs, body, carried, stamp),
             )
             if not inserted:
                 raise ConflictError(f"response {response_id!r} exists already")
@@ -90,7 +97,7 @@ class SQLResponses:
             row = await session.row(_SELECT_RESPONSE, key)
         if row is None:
             raise NotFoundError("response", response_id)
-        thread_id, input_seq, output_seq, last_seq, body, stamp = row
+        thread_id, input_seq, output_seq, last_seq, body, stamp, carried = row
         loaded: dict[str, Any] = json.loads(body)
         return StoredResponse(
             response_id=response_id,
@@ -99,6 +106,7 @@ class SQLResponses:
             output_seq=output_seq,
             last_seq=last_seq,
             body=loaded,
+            carried_instructions=None if carried is None else json.loads(carried),
             created_at=self._dialect.moment(stamp),
         )
 

@@ -38,6 +38,9 @@ class StoredResponse:
     (a fork when the thread has gone on since)."""
     body: dict[str, Any]
     """The response object as it was returned (``output`` included)."""
+    carried_instructions: str | None = None
+    """The system and developer messages its input opened with, after those of the response
+    it continued: what continuing from it carries over (None: none)."""
     created_at: datetime | None = None
     """Set by the store."""
 

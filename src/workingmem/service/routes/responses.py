@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying
-from ...formats.responses import FORMAT, starts_with_output, turns_of
+from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
 from ...formats.responses_chat import answer_turn, chat_options, chat_tools, native_output, new_id
 from ...gateway import AnswerStream, AskResult, Gateway
 from ...llm import Completion
@@ -197,6 +197,45 @@ async def _input_turns(
     return turns_of(items, open_calls=answering)
 
 
+@dataclass(frozen=True, slots=True)
+class _Instructions:
+    """A request's system prompt, and the text a response to it carries over."""
+
+    system_prompt: str | None
+    carried: str | None
+    """The system and developer messages of the chain's inputs (`_instructions`)."""
+
+
+def _instructions(
+    given: str | None, target: _Target, turns: list[NativeItem]
+) -> tuple[_Instructions, list[NativeItem]]:
+    """The call's instructions, and the turns left to place: the system or developer messages
+    an input opens with are the call's instructions after `instructions`, not turns. A client
+    that resends its history (LangChain's `ChatOpenAI` on the Responses API) resends them on
+    every call, as a chat client resends its system message: stored, they would be a turn of
+    the thread, read as the user's words, and out of the window once it grows. Continuing from
+    a response carries its chain's over, as OpenAI carries an input's items (`instructions`
+    themselves are not, as at OpenAI). A conversation's are items of it; an input of nothing
+    else stays the input."""
+    previous = target.previous.carried_instructions if target.previous is not None else None
+    texts: list[str] = []
+    if target.conversation_id is None and not target.after_compaction:
+        for turn in turns:
+            text = instruction_text(turn)
+            if text is None:
+                break
+            texts.append(text)
+        if len(texts) == len(turns):
+            texts = []
+    carried = _joined(previous, *texts)
+    return _Instructions(_joined(given, carried), carried), turns[len(texts) :]
+
+
+def _joined(*texts: str | None) -> str | None:
+    given = [text for text in texts if text]
+    return "\n\n".join(given) if given else None
+
+
 async def _restored(
     gateway: Gateway, tenant: str, target: _Target, turns: list[NativeItem]
 ) -> tuple[_Target, list[NativeItem]]:
@@ -290,6 +329,10 @@ async def create_response(
     target = await _target(records, tenant, body, asked.x_thread_id)
     turns = as_sent = await _input_turns(gateway, tenant, body, target)
     target, turns = await _restored(gateway, tenant, target, turns)
+    placed = turns
+    instructions, turns = _instructions(body.instructions, target, turns)
+    if placed is as_sent:  # the client's own input, less what became its instructions
+        as_sent = turns
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
     options = _options(body)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -321,7 +364,7 @@ async def create_response(
         "messages": turns,
         "user_id": user_id,
         "profile": profile,
-        "system_prompt": body.instructions,
+        "system_prompt": instructions.system_prompt,
         "model": model,
         "tools": tools,
         "options": options,
@@ -332,7 +375,9 @@ async def create_response(
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         system: list[Message] = (
-            [{"role": "system", "content": body.instructions}] if body.instructions else []
+            [{"role": "system", "content": instructions.system_prompt}]
+            if instructions.system_prompt
+            else []
         )
         # a Responses upstream gets the items as they came (reasoning included), any other
         # upstream their chat view
@@ -341,7 +386,7 @@ async def create_response(
         ask["passthrough"] = [*system, *sent]
 
     async def finish(result: AskResult) -> dict[str, Any]:
-        return await _finish(records, tenant, info, result, len(turns))
+        return await _finish(records, tenant, info, result, len(turns), instructions.carried)
 
     if body.stream:
 
@@ -395,7 +440,12 @@ def _options(body: ResponseCreateRequest) -> dict[str, Any]:
 
 
 async def _finish(
-    records: ResponseStore, tenant: str, info: ResponseInfo, result: AskResult, inputs: int
+    records: ResponseStore,
+    tenant: str,
+    info: ResponseInfo,
+    result: AskResult,
+    inputs: int,
+    carried: str | None,
 ) -> dict[str, Any]:
     """The response object of an answer, stored as a record unless ``store: false``."""
     answer = result.turns[-1]
@@ -418,6 +468,7 @@ async def _finish(
                 output_seq=result.input_seq + 1,
                 last_seq=answer.seq or result.input_seq + 1,
                 body=body,
+                carried_instructions=carried,
             ),
         )
     return body
@@ -465,6 +516,7 @@ async def count_input_tokens(
     thread is counted as it stands (`create` would fork it at that response)."""
     gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "count")
     target, turns = await _restored(gateway, tenant, target, turns)  # as `create` places it
+    instructions, turns = _instructions(body.instructions, target, turns)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     tokens = await gateway.count_tokens(
         tenant_id=tenant,
@@ -472,7 +524,7 @@ async def count_input_tokens(
         messages=turns,
         user_id=user_id,
         profile=profile,
-        system_prompt=body.instructions,
+        system_prompt=instructions.system_prompt,
         model=model,
         tools=chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()]),
         appends=target.appends,

@@ -1,0 +1,104 @@
+"""The frameworks on OpenAI's Responses API, pointed at the gateway: LangChain's `ChatOpenAI`
+with ``use_responses_api`` (a whole history resent, or ``use_previous_response_id``) and
+Pydantic AI's `OpenAIResponsesModel`, each with a function tool over many turns. Real
+frameworks, real HTTP, the scripted upstream behind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIResponsesModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from workingmem.llm.testing import ScriptedUpstream
+
+from .live import LiveServer
+from .test_frameworks import (
+    TURNS,
+    async_client,
+    check_the_thread,
+    get_weather,
+    langchain_model,
+)
+from .test_openai_clients import agent_upstream, answer_requests, stored
+
+
+def _chat_model(service: LiveServer, key: str, http: httpx.Client, **options: Any) -> ChatOpenAI:
+    return langchain_model(service, key, http, use_responses_api=True, **options)
+
+
+@pytest.fixture
+def http(upstream: ScriptedUpstream) -> Iterator[httpx.Client]:
+    upstream.responder = agent_upstream
+    with httpx.Client() as client:
+        yield client
+
+
+@pytest.mark.parametrize("previous", [False, True], ids=["history", "previous_response_id"])
+def test_a_langchain_agent_on_the_responses_api(
+    service: LiveServer,
+    key: str,
+    http: httpx.Client,
+    upstream: ScriptedUpstream,
+    api: httpx.Client,
+    previous: bool,
+) -> None:
+    model = _chat_model(service, key, http, use_previous_response_id=previous)
+    agent = create_agent(model=model, tools=[get_weather], system_prompt="Be brief.")
+    messages: list[Any] = []
+    for text in TURNS:
+        state = agent.invoke({"messages": [*messages, HumanMessage(text)]})
+        messages = state["messages"]
+        assert messages[-1].text  # an answer each turn
+    assert "It is sunny, 21 C there." in {m.text for m in messages}
+    check_the_thread(api, upstream, "langchain", history=len(stored(api, "langchain")))
+    # the agent's system prompt is the model's every call, and no turn of the thread
+    assert [t["content"] for t in stored(api, "langchain")[:2]] == ["Hi", "You said: Hi"]
+    for sent in answer_requests(upstream):
+        assert sent["messages"][0]["content"].startswith("Be brief.")
+
+
+def test_a_langchain_stream_on_the_responses_api(
+    service: LiveServer, key: str, http: httpx.Client, api: httpx.Client
+) -> None:
+    model = _chat_model(service, key, http)
+    chunks = list(model.stream([HumanMessage("Hi")]))
+    assert "".join(chunk.text for chunk in chunks) == "You said: Hi"
+    assert [t["role"] for t in stored(api, "langchain")] == ["user", "assistant"]
+
+
+async def test_a_pydantic_ai_agent_on_the_responses_api(
+    service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    upstream.responder = agent_upstream
+    client = async_client(service, key, "pydantic")
+    async with client:
+        provider = OpenAIProvider(openai_client=client)
+        agent = Agent(
+            OpenAIResponsesModel("answer-model", provider=provider), instructions="Be brief."
+        )
+
+        @agent.tool_plain
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            assert city == "Lyon"
+            return "sunny, 21 C"
+
+        history: list[Any] = []
+        for text in TURNS:
+            result = await agent.run(text, message_history=history)
+            history = result.all_messages()
+            assert result.output
+        async with agent.run_stream("Stream this.", message_history=history) as streamed:
+            assert await streamed.get_output() == "You said: Stream this."
+    assert "It is sunny, 21 C there." in {
+        getattr(part, "content", None) for message in history for part in message.parts
+    }
+    check_the_thread(api, upstream, "pydantic", history=len(stored(api, "pydantic")))
