@@ -14,9 +14,14 @@ update, in the background, on the server's CPU.
 - **difflib pair by pair**: the same rule as it reads, a `SequenceMatcher` for each pair that
   passes the lengths and the numbers (its quick ratio, then its ratio).
 
-The facts are LoCoMo turns of 60 to 200 characters (see `_data`): ``--facts`` old ones, then
-20 proposed, half of them old ones with one letter changed, half new, and one removal. Both
-give the same facts (checked). Prints the milliseconds a merge (median, min-max of
+The facts are LoCoMo turns of 60 to 200 characters (see `_data`): ``--facts`` old ones and one
+removal, and two kinds of answer:
+
+- **edits**: 20 proposed, half of them old ones with one letter changed, half new;
+- **echo**: the old list given back word for word, then 10 new (what most models answer, and
+  what `bench_summary`'s scripted helper does).
+
+Both merges give the same facts (checked). Prints the milliseconds a merge (median, min-max of
 ``--repeat`` runs of 20 merges each) and their ratio first; never asserts.
 """
 
@@ -82,15 +87,19 @@ def ours(
     return merge_facts(old, proposed, removals, max_facts=len(old) + len(proposed))[0]
 
 
-def cases(texts: Sequence[str], facts: int, count: int) -> list[Case]:
+def cases(texts: Sequence[str], facts: int, count: int, *, echo: bool) -> list[Case]:
     rng = random.Random(1)
     made: list[Case] = []
     for _ in range(count):
         old = [
             wm.Fact(t, first_turn=i, last_turn=i) for i, t in enumerate(rng.sample(texts, facts))
         ]
-        again = [f.text.replace("e", "a", 1) for f in rng.sample(old, 10)]
-        new = rng.sample(texts, 10)
+        if echo:
+            again = [f.text for f in old]
+            new = rng.sample(texts, 10)
+        else:
+            again = [f.text.replace("e", "a", 1) for f in rng.sample(old, 10)]
+            new = rng.sample(texts, 10)
         proposed = [wm.Fact(t, first_turn=facts + 1, last_turn=facts + 1) for t in again + new]
         made.append((old, proposed, [Removal(old[3].text, "obsolete")]))
     return made
@@ -121,22 +130,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         for m in conversation
         if isinstance(m["content"], str) and 60 <= len(m["content"]) <= 200
     ]
-    batch = cases(texts, args.facts, 20)
-    if [ours(*case) for case in batch] != [pairwise_merge(*case) for case in batch]:
-        raise SystemExit("the two merges disagree: the benchmark compares nothing")
-    mine: list[float] = []
-    theirs: list[float] = []
-    for _ in range(args.repeat):  # interleaved, so that the machine's load falls on both
-        mine.append(timed(ours, batch))
-        theirs.append(timed(pairwise_merge, batch))
-    ratios = [t / m for m, t in zip(mine, theirs, strict=True)]
-    print(f"# the facts' merge: {args.facts} old facts, 20 proposed, 1 removal")
-    print(f"difflib pair by pair / ours: {spread(ratios)}x")
+    print(f"# the facts' merge: {args.facts} old facts and 1 removal")
+    rows = []
+    for kind in ("edits", "echo"):
+        batch = cases(texts, args.facts, 20, echo=kind == "echo")
+        if [ours(*case) for case in batch] != [pairwise_merge(*case) for case in batch]:
+            raise SystemExit("the two merges disagree: the benchmark compares nothing")
+        mine: list[float] = []
+        theirs: list[float] = []
+        for _ in range(args.repeat):  # interleaved, so that the machine's load falls on both
+            mine.append(timed(ours, batch))
+            theirs.append(timed(pairwise_merge, batch))
+        ratios = [t / m for m, t in zip(mine, theirs, strict=True)]
+        print(f"{kind}: difflib pair by pair / ours: {spread(ratios)}x")
+        rows.append(f"| {kind} | {spread(mine)} | {spread(theirs)} |")
     print()
-    print("| merge | ms a merge, median (min-max) |")
-    print("| --- | ---: |")
-    print(f"| ours (`merge_facts`) | {spread(mine)} |")
-    print(f"| difflib pair by pair | {spread(theirs)} |")
+    print("| answer | ours (`merge_facts`), ms a merge | difflib pair by pair |")
+    print("| --- | ---: | ---: |")
+    print("\n".join(rows))
 
 
 if __name__ == "__main__":

@@ -119,6 +119,47 @@ def test_the_cheap_bounds_decide_as_difflib_does(pair: tuple[str, str]) -> None:
     )
 
 
+def reference_merge(
+    old: list[wm.Fact], proposed: list[wm.Fact], removals: list[Removal], max_facts: int
+) -> tuple[wm.Fact, ...]:
+    """`merge_facts`' rule as its docstring says it, with `difflib_near` pair by pair."""
+    gone = [normalized(r.text) for r in removals]
+    kept: list[wm.Fact] = []
+    for index, fact in enumerate([*old, *proposed]):
+        key = normalized(fact.text)
+        if any(difflib_near(key, g) for g in gone):
+            continue
+        hit = next((i for i, k in enumerate(kept) if difflib_near(key, normalized(k.text))), None)
+        if hit is not None:
+            first = min(t for t in (kept[hit].first_turn, fact.first_turn) if t is not None)
+            last = max(t for t in (kept[hit].last_turn, fact.last_turn) if t is not None)
+            kept[hit] = wm.Fact(kept[hit].text, first_turn=first, last_turn=last)
+        elif index < len(old) or len(kept) < max_facts:
+            kept.append(fact)
+    return tuple(kept)
+
+
+@given(
+    st.lists(text_and_edit(), max_size=8),
+    st.lists(st.integers(0, 15), max_size=12),
+    st.integers(1, 12),
+)
+def test_a_merge_of_many_facts_is_the_rule_pair_by_pair(
+    pairs: list[tuple[str, str]], picks: list[int], cap: int
+) -> None:
+    """Texts and their edits, given again word for word or edited, old and proposed: the
+    merge (its word-for-word look-up first) keeps what the rule pair by pair keeps."""
+    texts = [text for pair in pairs for text in pair]
+    if not texts:
+        return
+    facts = [wm.Fact(texts[p % len(texts)], first_turn=i, last_turn=i) for i, p in enumerate(picks)]
+    old, proposed = facts[: len(facts) // 2], facts[len(facts) // 2 :]
+    removals = [Removal(texts[0], "obsolete")] if len(texts) > 3 else []
+    cap = max(cap, len(old))
+    got = merge_facts(old, proposed, removals, max_facts=cap)[0]
+    assert got == reference_merge(old, proposed, removals, cap)
+
+
 # -- through a real helper call ---------------------------------------------------------------
 
 CONFIG = wm.WorkingMemoryConfig(

@@ -111,8 +111,7 @@ def merge_facts(
     range. At most `max_facts`: new facts past it are left out.
     """
     notes: list[str] = []
-    kept: list[Fact] = []
-    keys: list[_Said] = []
+    kept = _Kept()
     gone = [_Said.of(normalized(removal.text)) for removal in removals]
     matched = [False] * len(gone)
     for fact in old:
@@ -121,7 +120,7 @@ def merge_facts(
         if hit is not None:
             matched[hit] = True
             continue
-        _add(kept, keys, fact, key)
+        kept.add(fact, key)
     unmatched = [r.text for r, found in zip(removals, matched, strict=True) if not found]
     if unmatched:
         notes.append(f"{len(unmatched)} removals named no fact (e.g. {unmatched[0][:60]!r})")
@@ -130,24 +129,45 @@ def merge_facts(
         key = _Said.of(normalized(fact.text))
         if any(_near(key, g) for g in gone):
             continue  # removed and given again in one answer: removed
-        if not _add(kept, keys, fact, key) and len(kept) > max_facts:
-            kept.pop()
-            keys.pop()
+        if not kept.add(fact, key) and len(kept.facts) > max_facts:
+            kept.drop_last()
             left_out += 1
     if left_out:
         notes.append(f"{left_out} new facts over the cap of {max_facts} left out")
-    return tuple(kept), notes
+    return tuple(kept.facts), notes
 
 
-def _add(kept: list[Fact], keys: list[_Said], fact: Fact, key: _Said) -> bool:
-    """Appends `fact`, or merges it into the fact it repeats; True when merged."""
-    for index, other in enumerate(keys):
-        if _near(key, other):
-            kept[index] = _widened(kept[index], fact)
+class _Kept:
+    """The facts kept so far, their keys, and where each key's text is.
+
+    A fact given again word for word (a model that echoes the old list, as most do) is found
+    by its text at once, not after a comparison with every fact before it. It is the first
+    fact it nearly repeats too: no kept fact nearly repeats one before it (each was compared
+    with those when it was added), so none before it nearly repeats their common text.
+    """
+
+    def __init__(self) -> None:
+        self.facts: list[Fact] = []
+        self._keys: list[_Said] = []
+        self._at: dict[str, int] = {}
+
+    def add(self, fact: Fact, key: _Said) -> bool:
+        """Appends `fact`, or merges it into the fact it repeats; True when merged."""
+        index = self._at.get(key.text)
+        if index is None:
+            index = next((i for i, other in enumerate(self._keys) if _near(key, other)), None)
+        if index is not None:
+            self.facts[index] = _widened(self.facts[index], fact)
             return True
-    kept.append(fact)
-    keys.append(key)
-    return False
+        self._at[key.text] = len(self.facts)
+        self.facts.append(fact)
+        self._keys.append(key)
+        return False
+
+    def drop_last(self) -> None:
+        """Leaves the newest fact out (over the cap)."""
+        self.facts.pop()
+        del self._at[self._keys.pop().text]
 
 
 def _widened(fact: Fact, again: Fact) -> Fact:
