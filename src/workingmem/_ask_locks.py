@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 from ._ask_request import AskRequest
-from .conversations import extends, find_conversation
+from .conversations import continues, find_conversation
 from .errors import ConflictError
 from .leases import keep_renewed
 from .placement import NewestRead, first_limit
@@ -123,6 +123,7 @@ class AskLocks:
                 system_prompt=system_prompt,
                 request=views,
                 session=session,
+                tokenizer=tokenizer,
             )
             if found.fork is not None:
                 source, through = found.fork
@@ -136,11 +137,12 @@ class AskLocks:
                 except ConflictError:
                     continue  # another request forked it first: find again
             async with self.hold(tenant_id, found.thread_id, tokenizer, limit) as lock:
-                if await extends(
+                if await continues(
                     self.store,
                     tenant_id=tenant_id,
-                    thread_id=found.thread_id,
+                    found=found,
                     request=views,
+                    tokenizer=tokenizer,
                     read=lock.newest,
                 ):
                     yield found.thread_id, lock

@@ -12,6 +12,13 @@ turns it extends. Two chats that open with the same words share a member while t
 same; the first request that parts from it (another first answer, an edited turn, a
 regenerated answer) forks a member of its own at the point where they differ, so neither ever
 sees the other's later turns. Lookups are by exact id; a family is as long as its forks.
+
+A client that trims its history from the front, to a budget of its own, soon resends a request
+that no longer opens as its conversation did. Its conversation is known by the newest turn the
+client saw: after each answer the conversation is marked with a key of its opening's user,
+system prompt and session and of that newest turn (`newest_key`), and a request that starts no
+member of its family continues the conversation of its last answer's key, when the thread's
+newest turns are the request's up to that answer (the overlap rule's first case).
 """
 
 from __future__ import annotations
@@ -23,11 +30,21 @@ from dataclasses import dataclass
 
 from .errors import NotFoundError
 from .messages import common_start, said
-from .placement import NewestRead, opening
+from .placement import NewestRead, ends_with, opening
 from .stores.base import TurnStore
+from .stores.responses import ResponseStore
+from .tokens import Tokenizer
 from .types import MessageIn
 
-__all__ = ["FAMILY_PREFIX", "Found", "extends", "family_of", "find_conversation"]
+__all__ = [
+    "FAMILY_PREFIX",
+    "Found",
+    "continues",
+    "extends",
+    "family_of",
+    "find_conversation",
+    "newest_key",
+]
 
 FAMILY_PREFIX = "conv-"
 
@@ -39,6 +56,9 @@ class Found:
     thread_id: str
     fork: tuple[str, int] | None = None
     """(source thread, seq): the thread is new, and starts as the source's turns up to seq."""
+    trimmed: int | None = None
+    """The request's first `trimmed` turns are the thread's newest: a history its client
+    trimmed from the front (`newest_key`)."""
 
 
 def family_of(
@@ -52,11 +72,45 @@ def family_of(
     """The id of the first member of the family a conversation opening so belongs to; a
     client's own name for its session (a Responses ``prompt_cache_key``) makes a family of its
     own, so two sessions that open alike never share a member."""
-    parts = [tenant_id, user_id, system_prompt, said(first)]
+    return FAMILY_PREFIX + _digest(tenant_id, user_id, system_prompt, first, session)
+
+
+def newest_key(
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    system_prompt: str | None,
+    newest: MessageIn,
+    session: str | None = None,
+) -> str:
+    """The key a conversation found without an id is marked with after an answer, `newest`
+    its newest client-visible turn (the answer): a request trimmed from the front finds it
+    by its last answer."""
+    return NEWEST_PREFIX + _digest(tenant_id, user_id, system_prompt, newest, session)
+
+
+MIN_TRIMMED = 4
+"""The fewest turns a trimmed history must share with a conversation's newest to continue it
+(two exchanges): two conversations the gateway cannot tell apart share a thread, and one
+exchange alike ("Hi" and its answer) is too common to say so."""
+
+NEWEST_PREFIX = "newest-"
+"""Its keys' prefix: they share the store's keys of a conversation's newest turn with the
+Responses API's awaiting conversations (`service.sessions`), whose keys are bare digests."""
+
+
+def _digest(
+    tenant_id: str,
+    user_id: str | None,
+    system_prompt: str | None,
+    message: MessageIn,
+    session: str | None,
+) -> str:
+    parts = [tenant_id, user_id, system_prompt, said(message)]
     if session is not None:
         parts.append(session)
     key = json.dumps(parts, ensure_ascii=False)
-    return FAMILY_PREFIX + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
 async def find_conversation(
@@ -67,9 +121,12 @@ async def find_conversation(
     system_prompt: str | None,
     request: Sequence[MessageIn],
     session: str | None = None,
+    tokenizer: Tokenizer | None = None,
 ) -> Found:
-    """The member of the request's family it continues, or the fork it starts. Check it again
-    under the member's ask lock (`extends`): another request may have moved it meanwhile."""
+    """The member of the request's family it continues; else, with `tokenizer`, the
+    conversation it continues as a history trimmed from the front (`newest_key`); else the
+    fork it starts. Check it again under the thread's ask lock (`continues`):
+    another request may have moved it meanwhile."""
     family = family_of(
         tenant_id=tenant_id,
         user_id=user_id,
@@ -91,9 +148,46 @@ async def find_conversation(
             return Found(member)  # the request extends it (or repeats it: a retry)
         if best is None or common > best[0]:
             best = (common, member, turns[common - 1][0] if common else 0)
+    if tokenizer is not None:  # before a fork: a trimmed history may open like another
+        trimmed = await _trimmed(
+            store, (tenant_id, user_id, system_prompt, session), request, tokenizer
+        )
+        if trimmed is not None:
+            return trimmed
     if best is None:
         return Found(family)
     return Found(f"{family}-{members}", fork=(best[1], best[2]))
+
+
+async def _trimmed(
+    store: TurnStore,
+    key: tuple[str, str | None, str | None, str | None],
+    request: Sequence[MessageIn],
+    tokenizer: Tokenizer,
+) -> Found | None:
+    """The conversation whose newest turns are the request's up to its last answer, found by
+    that answer's key; None when there is none (or the store keeps no keys)."""
+    answers = [i for i, message in enumerate(request) if message.get("role") == "assistant"]
+    if not answers or answers[-1] + 1 < MIN_TRIMMED or not isinstance(store, ResponseStore):
+        return None
+    through = answers[-1] + 1
+    tenant_id, user_id, system_prompt, session = key
+    thread_id = await store.find_awaiting(
+        tenant_id=tenant_id,
+        key=newest_key(
+            tenant_id=tenant_id,
+            user_id=user_id,
+            system_prompt=system_prompt,
+            newest=request[through - 1],
+            session=session,
+        ),
+    )
+    found = Found(thread_id, trimmed=through) if thread_id is not None else None
+    if found is None or not await continues(
+        store, tenant_id=tenant_id, found=found, request=request, tokenizer=tokenizer
+    ):
+        return None
+    return found
 
 
 async def extends(
@@ -112,6 +206,31 @@ async def extends(
     except NotFoundError:
         return True
     return _common(turns, request) == len(turns)
+
+
+async def continues(
+    store: TurnStore,
+    *,
+    tenant_id: str,
+    found: Found,
+    request: Sequence[MessageIn],
+    tokenizer: Tokenizer,
+    read: NewestRead | None = None,
+) -> bool:
+    """The request still continues the thread it was found on: it extends it (`extends`),
+    or, trimmed, its first turns are still the thread's newest."""
+    if found.trimmed is None:
+        return await extends(
+            store, tenant_id=tenant_id, thread_id=found.thread_id, request=request, read=read
+        )
+    return await ends_with(
+        store,
+        tenant_id=tenant_id,
+        thread_id=found.thread_id,
+        turns=request[: found.trimmed],
+        tokenizer=tokenizer,
+        read=read,
+    )
 
 
 def _common(thread: Sequence[tuple[int, MessageIn]], request: Sequence[MessageIn]) -> int:

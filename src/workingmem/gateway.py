@@ -43,7 +43,7 @@ from .background import BackgroundQueue
 from .compaction import Compaction, compact_turns, starting_point
 from .config import Profile
 from .context import ContextAssembler
-from .conversations import find_conversation
+from .conversations import find_conversation, newest_key
 from .errors import ValidationError, WorkingMemoryError
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .llm import CallKind, CallMeta, Completion, GuardedClient, LLMClient, NativeEvent, UsageGuard
@@ -54,6 +54,7 @@ from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
 from .stores.base import Store
 from .stores.documents import DocumentStore
+from .stores.responses import ResponseStore
 from .strategies import render_notes
 from .summarizer import Caps, Summarizer
 from .tokens import tokenizer_for
@@ -374,7 +375,7 @@ class Gateway:
             self._window_read(plan, request, passthrough),
         )
         async with found as (on, lock):
-            yield await Ask.begin(
+            asked = await Ask.begin(
                 self,
                 tenant_id,
                 on,
@@ -388,6 +389,17 @@ class Gateway:
                 answer_format,
                 appends,
             )
+            yield asked
+        if thread_id is None and asked.turns and isinstance(self.store, ResponseStore):
+            # found by how it opens: marked by its answer, for a client that trims its history
+            key = newest_key(
+                tenant_id=tenant_id,
+                user_id=user_id,
+                system_prompt=system_prompt,
+                newest=asked.turns[-1].to_message(),
+                session=session,
+            )
+            await self.store.mark_awaiting(tenant_id=tenant_id, conversation_id=on, key=key)
 
     def _window_read(
         self, plan: CallPlan, request: AskRequest, passthrough: Sequence[MessageIn] | None
@@ -491,6 +503,7 @@ class Gateway:
                 system_prompt=system_prompt,
                 request=request.views,
                 session=session,
+                tokenizer=tokenizer,
             )
             thread_id = found.fork[0] if found.fork is not None else found.thread_id
         placed = await place(

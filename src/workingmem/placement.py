@@ -19,7 +19,7 @@ from typing import Any
 
 from .agent_memory.tools import TOOL_NAMES
 from .errors import NotFoundError, ValidationError
-from .messages import continuation, may_rewrite, opening_turns, overlap
+from .messages import common_start, continuation, may_rewrite, opening_turns, overlap
 from .stores.base import Tail, TurnStore, read_turns
 from .tokens import Tokenizer
 from .types import MessageIn, Turn
@@ -29,6 +29,7 @@ __all__ = [
     "NewestRead",
     "Placement",
     "check_client_tools",
+    "ends_with",
     "first_limit",
     "opening",
     "place",
@@ -149,6 +150,25 @@ async def place(
     if found.keep is None:
         return Placement(start=found.start, turn_count=count)
     return Placement(start=found.start, after_seq=oldest[found.keep - 1][0], turn_count=count)
+
+
+async def ends_with(
+    store: TurnStore,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    turns: Sequence[MessageIn],
+    tokenizer: Tokenizer,
+    read: NewestRead | None = None,
+) -> bool:
+    """Whether the thread's newest client-visible turns are `turns` (compared as `same`);
+    False for a missing thread. `read`: its newest turns read already (with its ask lock)."""
+    try:
+        newest, _, _ = await _newest_visible(store, tenant_id, thread_id, turns, tokenizer, read)
+    except NotFoundError:
+        return False
+    tail = [message for _, message in newest[-len(turns) :]] if turns else []
+    return len(tail) == len(turns) and common_start(tail, turns) == len(turns)
 
 
 async def _newest_visible(
