@@ -11,9 +11,19 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    Runner,
+    SessionSettings,
+    SQLiteSession,
+    set_tracing_disabled,
+)
 
 from .live import LiveServer, create_key
 from .test_openai_clients import stored
+
+set_tracing_disabled(True)  # the SDK would send its traces to OpenAI
 
 SYSTEM: Any = {"role": "system", "content": "Be brief."}
 
@@ -65,3 +75,26 @@ def test_what_another_conversation_could_say_is_not_continued(
     assert thread not in found
     assert len(set(found)) == len(found)
     assert talk(sdk, history, "Next", keep=5) == thread  # still found by the right client
+
+
+async def test_an_agents_sdk_session_with_a_limit_stays_one_thread(
+    service: LiveServer, key: str, api: httpx.Client
+) -> None:
+    """The OpenAI Agents SDK's session sends its newest `limit` items and no thread id."""
+    client = openai.AsyncOpenAI(base_url=f"{service.url}/v1", api_key=key, max_retries=0)
+    model = OpenAIChatCompletionsModel(model="answer-model", openai_client=client)
+    agent = Agent(name="brief", instructions="Be brief.", model=model)
+    session = SQLiteSession("trimmed", session_settings=SessionSettings(limit=6))
+    async with client:
+        for i in range(8):
+            result = await Runner.run(agent, f"Message {i}", session=session)
+            assert result.final_output == f"You said: Message {i}"
+    (thread,) = threads_of(api)
+    turns = stored(api, thread)
+    assert len(turns) == 16
+    assert [t["content"] for t in turns[::2]] == [f"Message {i}" for i in range(8)]
+
+
+def threads_of(api: httpx.Client) -> list[str]:
+    """The tenant's threads, over the REST API."""
+    return [t["id"] for t in api.get("/v1/threads", params={"limit": 100}).json()["data"]]
