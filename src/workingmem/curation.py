@@ -57,22 +57,33 @@ def _uncombined(text: str) -> Iterable[str]:
 def near_same(a: str, b: str) -> bool:
     """Whether two normalized texts are the same or nearly (a typo, a word changed); never
     two that differ in a number (locker 3 is not locker 4)."""
-    return _near(_Said.of(a), _Said.of(b))
+    return _near(_Said(a), _Said(b))
 
 
-@dataclass(frozen=True, slots=True)
 class _Said:
-    """A normalized text with what `_near` compares before difflib's ratio, found once: a
-    merge compares each fact with every other, and building difflib's matcher for each pair
-    cost more than the rest of a summary update."""
+    """A normalized text, with what `_near` compares before difflib's ratio found at most
+    once, when first asked: a merge compares each fact with every other (building difflib's
+    matcher for each pair cost more than the rest of a summary update), and most pairs part at
+    their lengths, before anything else is looked at."""
 
-    text: str
-    numbers: list[str]
-    letters: Counter[str]
+    __slots__ = ("_letters", "_numbers", "text")
 
-    @classmethod
-    def of(cls, key: str) -> _Said:
-        return cls(key, _NUMBER.findall(key), Counter(key))
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._numbers: list[str] | None = None
+        self._letters: Counter[str] | None = None
+
+    @property
+    def numbers(self) -> list[str]:
+        if self._numbers is None:
+            self._numbers = _NUMBER.findall(self.text)
+        return self._numbers
+
+    @property
+    def letters(self) -> Counter[str]:
+        if self._letters is None:
+            self._letters = Counter(self.text)
+        return self._letters
 
 
 def _near(a: _Said, b: _Said) -> bool:
@@ -112,10 +123,10 @@ def merge_facts(
     """
     notes: list[str] = []
     kept = _Kept()
-    gone = [_Said.of(normalized(removal.text)) for removal in removals]
+    gone = [_Said(normalized(removal.text)) for removal in removals]
     matched = [False] * len(gone)
     for fact in old:
-        key = _Said.of(normalized(fact.text))
+        key = _Said(normalized(fact.text))
         hit = next((i for i, g in enumerate(gone) if _near(key, g)), None)
         if hit is not None:
             matched[hit] = True
@@ -126,7 +137,7 @@ def merge_facts(
         notes.append(f"{len(unmatched)} removals named no fact (e.g. {unmatched[0][:60]!r})")
     left_out = 0
     for fact in proposed:
-        key = _Said.of(normalized(fact.text))
+        key = _Said(normalized(fact.text))
         if any(_near(key, g) for g in gone):
             continue  # removed and given again in one answer: removed
         if not kept.add(fact, key) and len(kept.facts) > max_facts:
