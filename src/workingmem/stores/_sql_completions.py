@@ -19,7 +19,8 @@ from ..errors import ConflictError, NotFoundError, ValidationError
 from ..messages import check_id
 from . import _rows
 from ._dialect import Dialect, Row, Session
-from ._sql_responses import check_metadata, dumps_json
+from ._sql_reads import thread_row
+from ._sql_responses import check_metadata, dumps_json, dumps_object
 from .completions import CompletionPage, StoredCompletion
 
 __all__ = ["MAX_COMPLETIONS_PAGE", "SQLCompletions"]
@@ -55,25 +56,27 @@ class SQLCompletions:
         completion_id = check_id("completion_id", completion.completion_id)
         model = _check_model(completion.model)
         metadata = check_metadata(completion.metadata)
-        if not isinstance(completion.body, dict):
-            raise ValidationError("completion.body", "must be a JSON object")
-        body = dumps_json(completion.body, "completion.body")
+        body = dumps_object(completion.body, "completion.body")
         if isinstance(messages, str | bytes) or not all(isinstance(m, Mapping) for m in messages):
             raise ValidationError("messages", "must be a list of message objects")
         sent = dumps_json(list(messages), "messages")
         stamp = self._dialect.stamp(_rows.utcnow())
         async with self._dialect.write() as session:
-            thread = await session.row(
-                "SELECT id FROM threads WHERE tenant_id = ? AND thread_id = ?" + self._dialect.lock,
-                (tenant_id, thread_id),
-            )
-            if thread is None:
-                raise NotFoundError("thread", thread_id)
+            thread = await thread_row(session, self._dialect, tenant_id, thread_id, lock=True)
             inserted = await session.row(
                 "INSERT INTO chat_completions (tenant_id, completion_id, thread_pk, model, "
                 "metadata, body, messages, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, completion_id) DO NOTHING RETURNING id",
-                (tenant_id, completion_id, thread[0], model, _dumps(metadata), body, sent, stamp),
+                (
+                    tenant_id,
+                    completion_id,
+                    thread[0],
+                    model,
+                    dumps_json(metadata, "metadata"),
+                    body,
+                    sent,
+                    stamp,
+                ),
             )
             if inserted is None:
                 raise ConflictError(f"chat completion {completion_id!r} exists already")
@@ -152,7 +155,7 @@ class SQLCompletions:
             found = await session.row(
                 "UPDATE chat_completions SET metadata = ? "
                 "WHERE tenant_id = ? AND completion_id = ? RETURNING id",
-                (_dumps(clean), *key),
+                (dumps_json(clean, "metadata"), *key),
             )
             if found is None:
                 raise NotFoundError("chat completion", completion_id)
@@ -193,7 +196,3 @@ def _check_model(model: object) -> str:
     if not isinstance(model, str) or not 1 <= len(model) <= 256:
         raise ValidationError("model", "must be a string of 1 to 256 characters")
     return model
-
-
-def _dumps(metadata: Mapping[str, str]) -> str:
-    return json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))

@@ -29,6 +29,7 @@ __all__ = [
     "SQLResponses",
     "check_metadata",
     "dumps_json",
+    "dumps_object",
 ]
 
 MAX_METADATA_KEYS = 16
@@ -72,7 +73,7 @@ class SQLResponses:
                 ("last_seq", response.last_seq),
             )
         ]
-        body = _dumps_body(response.body)
+        body = dumps_object(response.body, "response.body")
         carried = response.carried_instructions
         if carried is not None and not isinstance(carried, str):
             raise ValidationError("response.carried_instructions", "must be a text or None")
@@ -169,7 +170,7 @@ class SQLResponses:
         tenant_id = check_id("tenant_id", tenant_id)
         conversation_id = check_id("conversation_id", conversation_id)
         clean = check_metadata(metadata)
-        text = json.dumps(clean, ensure_ascii=False, separators=(",", ":"))
+        text = dumps_json(clean, "metadata")
         async with self._dialect.write() as session:
             pk, stamp = await self._locked_thread(
                 session, tenant_id, conversation_id, "conversation"
@@ -214,11 +215,12 @@ def check_metadata(metadata: object) -> dict[str, str]:
     return clean
 
 
-def _dumps_body(body: object) -> str:
-    """The response object as the JSON text stored (exact: what `json.loads` gives back)."""
-    if not isinstance(body, dict):
-        raise ValidationError("response.body", f"must be a JSON object, got {type(body).__name__}")
-    return dumps_json(body, "response.body")
+def dumps_object(value: object, name: str) -> str:
+    """A JSON object (a response's, a completion's) as the text stored, or a
+    `ValidationError` naming `name`."""
+    if not isinstance(value, dict):
+        raise ValidationError(name, f"must be a JSON object, got {type(value).__name__}")
+    return dumps_json(value, name)
 
 
 def dumps_json(value: object, name: str) -> str:

@@ -23,10 +23,8 @@ from fastapi.responses import JSONResponse, Response
 
 from ...errors import ValidationError
 from ...formats.responses_chat import native_output, new_id
-from ...gateway import AskResult
 from ...llm import Completion
 from ...messages import check_id
-from ...stores.completions import CompletionStore, StoredCompletion
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
 from ..chat_response import completion_body
@@ -44,7 +42,7 @@ from ..sse import StreamInfo, answer_events, first_piece
 from ..state import get_services
 from ..turns import plan_turns
 from . import BUSY, ERRORS, UPSTREAM
-from .stored_completions import completions_of
+from .stored_completions import Keeper
 
 __all__ = ["router"]
 
@@ -102,9 +100,7 @@ async def chat_completions(
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         raw = await request.json()  # the client's messages as it sent them, system included
         ask["passthrough"] = raw["messages"]
-    keep = None
-    if body.store:
-        keep = _Keeper(completions_of(services), tenant, completion_id, created, body, request)
+    keep = Keeper(services, tenant, completion_id, created, body, request) if body.store else None
     if body.stream:
         stream = gateway.ask_stream(**ask)
         try:
@@ -138,42 +134,6 @@ async def chat_completions(
     else:
         answer = completion_body(result, completion_id=completion_id, created=created)
     return JSONResponse(answer, headers=headers)
-
-
-class _Keeper:
-    """Keeps a completion asked for with ``store: true``: the body the client gets, under the
-    gateway's own id (the upstream's may repeat, and names nothing here), with the request's
-    metadata and its messages as the client sent them."""
-
-    def __init__(
-        self,
-        store: CompletionStore,
-        tenant: str,
-        completion_id: str,
-        created: int,
-        body: ChatCompletionRequest,
-        request: Request,
-    ) -> None:
-        self._store, self._tenant, self._request = store, tenant, request
-        self._completion_id, self._created = completion_id, created
-        self._metadata = dict(body.metadata or {})
-
-    async def __call__(self, result: AskResult) -> dict[str, Any]:
-        answer = completion_body(result, completion_id=self._completion_id, created=self._created)
-        answer["id"] = self._completion_id
-        sent = await self._request.json()  # parsed again only for a completion kept
-        await self._store.put_completion(
-            tenant_id=self._tenant,
-            completion=StoredCompletion(
-                completion_id=self._completion_id,
-                thread_id=result.thread_id,
-                model=str(answer.get("model") or result.model),
-                body=answer,
-                metadata=self._metadata,
-            ),
-            messages=sent["messages"],
-        )
-        return answer
 
 
 def _as_given(message: Message, completion: Completion | None) -> MessageIn | NativeItem:

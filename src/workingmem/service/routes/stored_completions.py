@@ -22,15 +22,17 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict
 
 from ...errors import NotFoundError
+from ...gateway import AskResult
 from ...stores.completions import CompletionStore, StoredCompletion
 from ..auth import Tenant
-from ..chat_schemas import Metadata
+from ..chat_response import completion_body
+from ..chat_schemas import ChatCompletionRequest, Metadata
 from ..errors import ApiError
 from ..params import AfterQuery, CompletionIdPath, LimitQuery
 from ..state import Services, get_services
 from . import ERRORS
 
-__all__ = ["completions_of", "router"]
+__all__ = ["Keeper", "completions_of", "router"]
 
 router = APIRouter(prefix="/v1/chat/completions", tags=["chat"], responses=ERRORS)
 
@@ -47,6 +49,43 @@ class CompletionUpdateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     metadata: Metadata | None
     """The new metadata (null: none)."""
+
+
+class Keeper:
+    """Keeps a completion asked for with ``store: true``: the body the client gets, under the
+    gateway's own id (the upstream's may repeat, and names nothing here), with the request's
+    metadata and its messages as the client sent them."""
+
+    def __init__(
+        self,
+        services: Services,
+        tenant: str,
+        completion_id: str,
+        created: int,
+        body: ChatCompletionRequest,
+        request: Request,
+    ) -> None:
+        self._store = completions_of(services)  # before the ask: a store without them is a 404
+        self._tenant, self._request = tenant, request
+        self._completion_id, self._created = completion_id, created
+        self._metadata = dict(body.metadata or {})
+
+    async def __call__(self, result: AskResult) -> dict[str, Any]:
+        answer = completion_body(result, completion_id=self._completion_id, created=self._created)
+        answer["id"] = self._completion_id
+        sent = await self._request.json()  # as the client sent it (parsed once, by FastAPI)
+        await self._store.put_completion(
+            tenant_id=self._tenant,
+            completion=StoredCompletion(
+                completion_id=self._completion_id,
+                thread_id=result.thread_id,
+                model=str(answer.get("model") or result.model),
+                body=answer,
+                metadata=self._metadata,
+            ),
+            messages=sent["messages"],
+        )
+        return answer
 
 
 def completions_of(services: Services) -> CompletionStore:
