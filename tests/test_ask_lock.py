@@ -291,3 +291,38 @@ async def test_a_family_moved_under_every_finding_is_a_conflict_and_nothing_is_s
         assert len(found) == _ask_locks.FIND_ATTEMPTS
         for thread in await store.list_threads(tenant_id=tenant, limit=100):
             assert "Where am I?" not in await _texts(store, tenant, thread.thread_id)
+
+
+async def test_a_trimmed_history_whose_thread_moved_under_its_finding_is_not_stored_on_it(
+    store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by its last answer, the thread gains a turn before the request's lock: checked
+    again under the lock, the request no longer continues it and is answered in a thread of
+    its own, the moved thread untouched (R29)."""
+    async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
+        history: list[Any] = []
+        for text in ("One", "Two", "Three"):
+            history.append(user(text))
+            answered = await gateway.ask(tenant_id=tenant, messages=history)
+            history.append(assistant(answered.answer))
+        thread = answered.thread_id
+        found: list[Found] = []
+
+        async def moved_once(store: wm.Store, **kwargs: Any) -> Found:
+            where = await find_conversation(store, **kwargs)
+            found.append(where)
+            if len(found) == 1:
+                other = [user("another client's turn")]
+                await store.append(tenant_id=tenant, thread_id=where.thread_id, messages=other)
+            return where
+
+        monkeypatch.setattr(_ask_locks, "find_conversation", moved_once)
+        trimmed = await gateway.ask(tenant_id=tenant, messages=[*history[-4:], user("Four")])
+    assert (found[0].thread_id, found[0].trimmed) == (thread, 4)
+    assert trimmed.thread_id != thread
+    assert "Four" not in await _texts(store, tenant, thread)
+    assert await _texts(store, tenant, trimmed.thread_id) == [
+        *(str(m["content"]) for m in history[-4:]),
+        "Four",
+        trimmed.answer,
+    ]

@@ -27,7 +27,9 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
+from ._protocols import implements
 from .errors import NotFoundError
 from .messages import common_start, said
 from .placement import NewestRead, ends_with, opening
@@ -43,6 +45,7 @@ __all__ = [
     "extends",
     "family_of",
     "find_conversation",
+    "keeps_keys",
     "newest_key",
 ]
 
@@ -150,7 +153,13 @@ async def find_conversation(
             best = (common, member, turns[common - 1][0] if common else 0)
     if tokenizer is not None:  # before a fork: a trimmed history may open like another
         trimmed = await _trimmed(
-            store, (tenant_id, user_id, system_prompt, session), request, tokenizer
+            store,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            system_prompt=system_prompt,
+            session=session,
+            request=request,
+            tokenizer=tokenizer,
         )
         if trimmed is not None:
             return trimmed
@@ -161,33 +170,42 @@ async def find_conversation(
 
 async def _trimmed(
     store: TurnStore,
-    key: tuple[str, str | None, str | None, str | None],
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    system_prompt: str | None,
+    session: str | None,
     request: Sequence[MessageIn],
     tokenizer: Tokenizer,
 ) -> Found | None:
     """The conversation whose newest turns are the request's up to its last answer, found by
     that answer's key; None when there is none (or the store keeps no keys)."""
     answers = [i for i, message in enumerate(request) if message.get("role") == "assistant"]
-    if not answers or answers[-1] + 1 < MIN_TRIMMED or not isinstance(store, ResponseStore):
+    keys: object = store  # narrowed alone: the store stays a TurnStore below
+    if not answers or answers[-1] + 1 < MIN_TRIMMED or not keeps_keys(keys):
         return None
     through = answers[-1] + 1
-    tenant_id, user_id, system_prompt, session = key
-    thread_id = await store.find_awaiting(
+    key = newest_key(
         tenant_id=tenant_id,
-        key=newest_key(
-            tenant_id=tenant_id,
-            user_id=user_id,
-            system_prompt=system_prompt,
-            newest=request[through - 1],
-            session=session,
-        ),
+        user_id=user_id,
+        system_prompt=system_prompt,
+        newest=request[through - 1],
+        session=session,
     )
-    found = Found(thread_id, trimmed=through) if thread_id is not None else None
-    if found is None or not await continues(
-        store, tenant_id=tenant_id, found=found, request=request, tokenizer=tokenizer
-    ):
+    thread_id = await keys.find_awaiting(tenant_id=tenant_id, key=key)
+    if thread_id is None:
         return None
-    return found
+    found = Found(thread_id, trimmed=through)
+    continued = await continues(
+        store, tenant_id=tenant_id, found=found, request=request, tokenizer=tokenizer
+    )
+    return found if continued else None
+
+
+def keeps_keys(store: object) -> TypeGuard[ResponseStore]:
+    """Whether `store` keeps a conversation's newest-turn key (a `ResponseStore`): asked on
+    every ask without an id, so answered once per class."""
+    return implements(store, ResponseStore)
 
 
 async def extends(

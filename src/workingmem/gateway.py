@@ -43,7 +43,7 @@ from .background import BackgroundQueue
 from .compaction import Compaction, compact_turns, starting_point
 from .config import Profile
 from .context import ContextAssembler
-from .conversations import find_conversation, newest_key
+from .conversations import find_conversation, keeps_keys, newest_key
 from .errors import ValidationError, WorkingMemoryError
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
 from .llm import CallKind, CallMeta, Completion, GuardedClient, LLMClient, NativeEvent, UsageGuard
@@ -54,7 +54,6 @@ from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
 from .stores.base import Store
 from .stores.documents import DocumentStore
-from .stores.responses import ResponseStore
 from .strategies import render_notes
 from .summarizer import Caps, Summarizer
 from .tokens import tokenizer_for
@@ -390,7 +389,7 @@ class Gateway:
                 appends,
             )
             yield asked
-        if thread_id is None and asked.turns and isinstance(self.store, ResponseStore):
+        if thread_id is None and asked.turns and keeps_keys(self.store):
             # found by how it opens: marked by its answer, for a client that trims its history
             key = newest_key(
                 tenant_id=tenant_id,

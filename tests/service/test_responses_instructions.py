@@ -95,3 +95,22 @@ def test_an_input_of_instructions_alone_and_a_conversations_stay_items(
     )
     items = client.conversations.items.list(conversation.id, order="asc")
     assert [getattr(item, "role", None) for item in items][:2] == ["system", "user"]
+
+
+def test_with_the_clients_history_its_instructions_are_the_system_message(
+    client: openai.OpenAI, api: httpx.Client, upstream: Any
+) -> None:
+    """R28 with `history: client`: the upstream gets the instructions, then the input's own
+    messages, never the system message as a user's; the thread keeps the conversation."""
+    _, thread = thread_of(
+        client,
+        input=[BRIEF, {"role": "user", "content": "Hi"}],
+        instructions="You plan trips.",
+        extra_headers={"X-Workingmem-History": "client"},
+    )
+    sent = answers(upstream)[-1]["messages"]
+    assert sent == [
+        {"role": "system", "content": "You plan trips.\n\nBe brief."},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert [t["content"] for t in turns(api, thread)] == ["Hi", "You said: Hi"]
