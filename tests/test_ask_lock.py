@@ -293,6 +293,16 @@ async def test_a_family_moved_under_every_finding_is_a_conflict_and_nothing_is_s
             assert "Where am I?" not in await _texts(store, tenant, thread.thread_id)
 
 
+async def _three_exchanges(gateway: Gateway, tenant: str) -> tuple[list[Any], str]:
+    """A conversation of three exchanges without a thread id: its messages and its thread."""
+    history: list[Any] = []
+    for text in ("One", "Two", "Three"):
+        history.append(user(text))
+        answered = await gateway.ask(tenant_id=tenant, messages=history)
+        history.append(assistant(answered.answer))
+    return history, answered.thread_id
+
+
 async def test_a_trimmed_history_whose_thread_moved_under_its_finding_is_not_stored_on_it(
     store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -300,12 +310,7 @@ async def test_a_trimmed_history_whose_thread_moved_under_its_finding_is_not_sto
     again under the lock, the request no longer continues it and is answered in a thread of
     its own, the moved thread untouched (R29)."""
     async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
-        history: list[Any] = []
-        for text in ("One", "Two", "Three"):
-            history.append(user(text))
-            answered = await gateway.ask(tenant_id=tenant, messages=history)
-            history.append(assistant(answered.answer))
-        thread = answered.thread_id
+        history, thread = await _three_exchanges(gateway, tenant)
         found: list[Found] = []
 
         async def moved_once(store: wm.Store, **kwargs: Any) -> Found:
@@ -324,5 +329,43 @@ async def test_a_trimmed_history_whose_thread_moved_under_its_finding_is_not_sto
     assert await _texts(store, tenant, trimmed.thread_id) == [
         *(str(m["content"]) for m in history[-4:]),
         "Four",
+        trimmed.answer,
+    ]
+
+
+async def test_an_answer_s_late_mark_leaves_the_next_answer_s(
+    store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation without an id is marked by its answer after the answer's lock is given
+    back; the next answer's mark is written first here: the late one does not replace it, and
+    the client that then trims its history is still found in its thread."""
+    async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
+        history, thread = await _three_exchanges(gateway, tenant)
+        mark = store.mark_awaiting
+        held, newer_marked = asyncio.Event(), asyncio.Event()
+
+        async def marked_in_turn(**kwargs: Any) -> None:
+            if not held.is_set():  # the first answer's mark waits for the next one's
+                held.set()
+                await newer_marked.wait()
+                await mark(**kwargs)
+            else:
+                await mark(**kwargs)
+                newer_marked.set()
+
+        monkeypatch.setattr(store, "mark_awaiting", marked_in_turn)
+        history.append(user("Four"))
+        first = asyncio.create_task(gateway.ask(tenant_id=tenant, messages=[*history]))
+        await held.wait()
+        history.append(assistant("You said: Four"))
+        history.append(user("Five"))
+        second = await gateway.ask(tenant_id=tenant, messages=history)
+        assert (await first).thread_id == second.thread_id == thread
+        history.append(assistant(second.answer))
+        trimmed = await gateway.ask(tenant_id=tenant, messages=[*history[-4:], user("Six")])
+    assert trimmed.thread_id == thread
+    assert await _texts(store, tenant, thread) == [
+        *(str(m["content"]) for m in history),
+        "Six",
         trimmed.answer,
     ]

@@ -391,6 +391,7 @@ class Gateway:
             yield asked
         if thread_id is None and asked.turns and keeps_keys(self.store):
             # found by how it opens: marked by its answer, for a client that trims its history
+            # (after the lock, so only while that answer is the newest turn: see mark_awaiting)
             key = newest_key(
                 tenant_id=tenant_id,
                 user_id=user_id,
@@ -398,7 +399,9 @@ class Gateway:
                 newest=asked.turns[-1].to_message(),
                 session=session,
             )
-            await self.store.mark_awaiting(tenant_id=tenant_id, conversation_id=on, key=key)
+            await self.store.mark_awaiting(
+                tenant_id=tenant_id, conversation_id=on, key=key, newest_seq=asked.turns[-1].seq
+            )
 
     def _window_read(
         self, plan: CallPlan, request: AskRequest, passthrough: Sequence[MessageIn] | None

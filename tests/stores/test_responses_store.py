@@ -411,3 +411,33 @@ async def test_a_conversation_awaiting_its_answer_is_found_by_its_key(
     assert await store.find_awaiting(tenant_id=tenant, key="other") == "second"
     with pytest.raises(wm.NotFoundError):
         await store.mark_awaiting(tenant_id=tenant, conversation_id="gone", key="k")
+
+
+async def test_a_mark_that_comes_after_a_newer_turn_leaves_the_newer_mark(
+    store: wm.Store, tenant: str
+) -> None:
+    """A mark naming its turn replaces the one noted only while that turn is the thread's
+    newest: the mark of an answer written late, after the next answer's, is not the one
+    kept (and one written in time is)."""
+    first = await store.append(tenant_id=tenant, thread_id="th", messages=[user("one")])
+    await store.mark_awaiting(
+        tenant_id=tenant, conversation_id="th", key="one", newest_seq=first[-1].seq
+    )
+    later = await store.append(tenant_id=tenant, thread_id="th", messages=[user("two")])
+    await store.mark_awaiting(
+        tenant_id=tenant, conversation_id="th", key="two", newest_seq=later[-1].seq
+    )
+    await store.mark_awaiting(  # the first answer's mark, late
+        tenant_id=tenant, conversation_id="th", key="one", newest_seq=first[-1].seq
+    )
+    assert await store.find_awaiting(tenant_id=tenant, key="two") == "th"
+    assert await store.find_awaiting(tenant_id=tenant, key="one") is None
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(wm.ValidationError):
+            await store.mark_awaiting(
+                tenant_id=tenant,
+                conversation_id="th",
+                key="bad",
+                newest_seq=bad,  # type: ignore[arg-type]
+            )
+    assert await store.find_awaiting(tenant_id=tenant, key="two") == "th"

@@ -39,6 +39,12 @@ MAX_METADATA_VALUE_CHARS = 512
 most 64 characters, values of at most 512."""
 
 _SELECT_THREAD = "SELECT id, created_at FROM threads WHERE tenant_id = ? AND thread_id = ?"
+_MARK_AWAITING = (
+    "INSERT INTO conversation_awaiting (thread_pk, tenant_id, awaiting_key) VALUES (?, ?, ?) "
+    "ON CONFLICT (thread_pk) DO UPDATE SET awaiting_key = excluded.awaiting_key"
+)
+_WHILE_NEWEST = " WHERE (SELECT max(seq) FROM turns WHERE turns.thread_pk = excluded.thread_pk) = ?"
+"""A mark replaces the one noted only while the turn it names is the thread's newest."""
 _SELECT_RESPONSE = (
     "SELECT th.thread_id, r.input_seq, r.output_seq, r.last_seq, r.body, r.created_at, "
     "r.carried_instructions "
@@ -138,19 +144,23 @@ class SQLResponses:
             metadata=_loads_metadata(metadata),
         )
 
-    async def mark_awaiting(self, *, tenant_id: str, conversation_id: str, key: str) -> None:
+    async def mark_awaiting(
+        self, *, tenant_id: str, conversation_id: str, key: str, newest_seq: int | None = None
+    ) -> None:
         tenant_id = check_id("tenant_id", tenant_id)
         conversation_id = check_id("conversation_id", conversation_id)
         if not isinstance(key, str) or not 1 <= len(key) <= 128:
             raise ValidationError("key", "must be a string of 1 to 128 characters")
+        if newest_seq is not None and (type(newest_seq) is not int or newest_seq < 1):
+            raise ValidationError("newest_seq", "must be a positive integer")
         async with self._dialect.write() as session:
             pk = (await self._locked_thread(session, tenant_id, conversation_id, "conversation"))[0]
-            await session.queue(
-                "INSERT INTO conversation_awaiting (thread_pk, tenant_id, awaiting_key) "
-                "VALUES (?, ?, ?) ON CONFLICT (thread_pk) DO UPDATE SET "
-                "awaiting_key = excluded.awaiting_key",
-                (pk, tenant_id, key),
-            )
+            if newest_seq is None:
+                await session.queue(_MARK_AWAITING, (pk, tenant_id, key))
+            else:
+                await session.queue(
+                    _MARK_AWAITING + _WHILE_NEWEST, (pk, tenant_id, key, newest_seq)
+                )
 
     async def find_awaiting(self, *, tenant_id: str, key: str) -> str | None:
         tenant_id = check_id("tenant_id", tenant_id)

@@ -75,10 +75,14 @@ class ResponseStore(Protocol):
         """The thread as a conversation (metadata ``{}`` until set), or `NotFoundError`."""
         ...
 
-    async def mark_awaiting(self, *, tenant_id: str, conversation_id: str, key: str) -> None:
+    async def mark_awaiting(
+        self, *, tenant_id: str, conversation_id: str, key: str, newest_seq: int | None = None
+    ) -> None:
         """Notes that the conversation awaits an answer, under `key` (its newest turn's: see
-        `workingmem.service.sessions`); the key replaces the one noted before. `NotFoundError`
-        when the thread does not exist."""
+        `workingmem.service.sessions`); the key replaces the one noted before. With
+        `newest_seq` (the seq of the turn `key` names), only while that turn is the thread's
+        newest: a mark written late, after another answer went on, leaves that answer's.
+        `NotFoundError` when the thread does not exist."""
         ...
 
     async def find_awaiting(self, *, tenant_id: str, key: str) -> str | None:
