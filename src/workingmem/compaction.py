@@ -38,6 +38,7 @@ __all__ = [
     "Resent",
     "Start",
     "compact_turns",
+    "newest_compaction",
     "restored",
     "starting_point",
 ]
@@ -150,47 +151,64 @@ class Resent:
 
 async def restored(store: TurnStore, *, tenant_id: str, turns: Sequence[NativeItem]) -> Resent:
     """A history resent after a compaction of a thread, read as continuing that thread: when
-    its newest compaction item of the gateway's names a thread of `tenant_id` and only user
-    messages come before it (as the compaction answered them).
+    its newest compaction item of the gateway's names a thread of `tenant_id`, and what comes
+    before the item is either the thread's user messages up to there (as ``responses.compact``
+    answered them) or ends with the thread's turn the item stands through (a server-side
+    compaction, kept where the answer put it, after the client's own copy of the thread).
 
     - The thread still ends where the compaction did (the usual case): what follows the item
       is new, the rest is the thread as it stands; nothing of the thread is read.
-    - The thread went on since: the turns before the item must be the thread's user messages
-      up to there, and those turns of the thread, as the client saw them, take the place of
-      all of that, for the overlap rule to place (read up to where the compaction ended).
+    - The thread went on since: the thread's turns up to there, as the client saw them, take
+      the place of all that comes before the item, for the overlap rule to place (read up to
+      where the compaction ended).
 
-    So the thread stays whole, not edited nor forked. Any other history comes back as sent."""
+    So the thread stays whole, not edited nor forked, and what comes before the item is not
+    read again (OpenAI renders a history from its newest compaction on). Any other history
+    comes back as sent."""
     sent = Resent(list(turns))
-    index = _last_compaction(turns)
+    index = newest_compaction(turns)
     mark = _mark(turns[index]) if index is not None else None
     if index is None or mark is None:
         return sent
     thread_id, through = mark
     before, after = turns[:index], list(turns[index + 1 :])
-    if not all(_user_message(turn.item.get("items")) for turn in before):
-        return sent
     try:
         stored = await store.get_thread(tenant_id=tenant_id, thread_id=thread_id)
     except NotFoundError:
         return sent
-    if stored.turn_count == through:
-        return Resent(after, thread_id, only_new=True)
     if stored.turn_count < through:
         return sent
+    listed = all(_user_message(turn.item.get("items")) for turn in before)
+    if not listed and not await _ends_at(store, tenant_id, thread_id, through, before[-1]):
+        return sent
+    if stored.turn_count == through:
+        return Resent(after, thread_id, only_new=True)
     thread = await visible_turns(
         store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through
     )
-    users = [turn for turn in thread if _user_message(items_of(turn))]
-    if len(users) != len(before):
-        return sent
-    if not all(same(a.to_message(), b.message) for a, b in zip(users, before, strict=True)):
-        return sent
+    if listed:
+        users = [turn for turn in thread if _user_message(items_of(turn))]
+        if len(users) != len(before):
+            return sent
+        if not all(same(a.to_message(), b.message) for a, b in zip(users, before, strict=True)):
+            return sent
     # the thread's turns as a Responses client resends them: their items, grouped again
     items = [item for turn in thread for item in items_of(turn)]
     return Resent([*turns_of(items), *after], thread_id)
 
 
-def _last_compaction(turns: Sequence[NativeItem]) -> int | None:
+async def _ends_at(
+    store: TurnStore, tenant_id: str, thread_id: str, through: int, last: NativeItem
+) -> bool:
+    """Whether `last`, the turn a compaction item follows, is the thread's turn `through`:
+    a server-side compaction comes right after the answer it stands through."""
+    found = await store.list_turns(
+        tenant_id=tenant_id, thread_id=thread_id, after_seq=through - 1, limit=1
+    )
+    return bool(found) and same(found[0].to_message(), last.message)
+
+
+def newest_compaction(turns: Sequence[NativeItem]) -> int | None:
     """The index of the newest turn that is a compaction item (a user-side turn of one item):
     a look at each turn, on every resent history, so a short one."""
     found = None

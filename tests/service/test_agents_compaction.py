@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from agents import Agent, Runner, SQLiteSession
+from agents import Agent, ModelSettings, Runner, SQLiteSession
 from agents.memory import OpenAIResponsesCompactionSession
 
 from workingmem.llm.testing import ScriptedUpstream
@@ -87,3 +87,27 @@ async def test_the_sdks_compaction_session_compacts_through_the_gateway(
         (compacted,) = [m for m in read if LEAD in str(m["content"])]
         assert compacted["role"] == "user"
         assert "- Please remember my budget is 4,000 euros." in compacted["content"]
+
+
+async def test_the_sdks_server_side_compaction_through_the_gateway(
+    client: openai.AsyncOpenAI, api: httpx.Client
+) -> None:
+    """``ModelSettings(context_management=...)`` with a session that resends its items: the
+    gateway's compaction items land in the session beside the answers, come back in its
+    history, and the thread holds every turn once and none of the items."""
+    compaction: Any = [{"type": "compaction", "compact_threshold": 80}]
+    agent = AGENT.clone(model_settings=ModelSettings(context_management=compaction))
+    session = SQLiteSession("server-side")
+    questions = [
+        f"Please remember fact number {n}: the museum opens at {n + 8} am." for n in range(6)
+    ]
+    for question in questions:
+        result = await Runner.run(agent, question, session=session, run_config=config(client))
+        assert result.final_output == "Noted."
+    items = await session.get_items()
+    assert sum(item.get("type") == "compaction" for item in items) >= 2
+    (thread,) = await threads_of(api)
+    stored = await blocking(turns)(api, thread["id"])
+    assert [turn["content"] for turn in stored] == [
+        text for question in questions for text in (question, "Noted.")
+    ]

@@ -117,15 +117,22 @@ def test_langchain_bind_tools_gets_the_call_and_sends_the_result(
     ]
 
 
-def test_a_langchain_agent_over_many_turns(
-    chat_model: ChatOpenAI, upstream: ScriptedUpstream, api: httpx.Client
-) -> None:
-    agent = create_agent(model=chat_model, tools=[get_weather], system_prompt="Be brief.")
+def agent_over_turns(model: ChatOpenAI) -> list[Any]:
+    """A LangChain agent with the weather tool and a system prompt, asked `TURNS` one by one
+    with its whole history: its messages at the end."""
+    agent = create_agent(model=model, tools=[get_weather], system_prompt="Be brief.")
     messages: list[Any] = []
     for text in TURNS:
         state = agent.invoke({"messages": [*messages, HumanMessage(text)]})
         messages = state["messages"]
-        assert messages[-1].content  # an answer each turn
+        assert messages[-1].text  # an answer each turn
+    return messages
+
+
+def test_a_langchain_agent_over_many_turns(
+    chat_model: ChatOpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    messages = agent_over_turns(chat_model)
     assert "It is sunny, 21 C there." in {m.content for m in messages}
     check_the_thread(api, upstream, "langchain", history=len(messages))
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 import pytest
-from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic_ai import Agent
@@ -22,9 +21,9 @@ from workingmem.llm.testing import ScriptedUpstream
 from .live import LiveServer
 from .test_frameworks import (
     TURNS,
+    agent_over_turns,
     async_client,
     check_the_thread,
-    get_weather,
     langchain_model,
 )
 from .test_openai_clients import agent_upstream, answer_requests, stored
@@ -50,18 +49,37 @@ def test_a_langchain_agent_on_the_responses_api(
     api: httpx.Client,
     previous: bool,
 ) -> None:
-    model = _chat_model(service, key, http, use_previous_response_id=previous)
-    agent = create_agent(model=model, tools=[get_weather], system_prompt="Be brief.")
-    messages: list[Any] = []
-    for text in TURNS:
-        state = agent.invoke({"messages": [*messages, HumanMessage(text)]})
-        messages = state["messages"]
-        assert messages[-1].text  # an answer each turn
+    messages = agent_over_turns(_chat_model(service, key, http, use_previous_response_id=previous))
     assert "It is sunny, 21 C there." in {m.text for m in messages}
     check_the_thread(api, upstream, "langchain", history=len(stored(api, "langchain")))
     # the agent's system prompt is the model's every call, and no turn of the thread
     assert [t["content"] for t in stored(api, "langchain")[:2]] == ["Hi", "You said: Hi"]
     for sent in answer_requests(upstream):
+        assert sent["messages"][0]["content"].startswith("Be brief.")
+
+
+def test_a_langchain_agent_asking_for_server_side_compaction(
+    service: LiveServer,
+    key: str,
+    http: httpx.Client,
+    upstream: ScriptedUpstream,
+    api: httpx.Client,
+) -> None:
+    """``ChatOpenAI(context_management=...)``: the compaction items come back in the answers'
+    content and LangChain resends them inside its whole history; the thread holds every turn
+    once and none of the items, the model its window as before."""
+    compaction = [{"type": "compaction", "compact_threshold": 100}]
+    messages = agent_over_turns(_chat_model(service, key, http, context_management=compaction))
+    kinds = [
+        block.get("type") for m in messages if isinstance(m.content, list) for block in m.content
+    ]
+    assert kinds.count("compaction") >= 2  # compacted, resent with the items, compacted again
+    turns = stored(api, "langchain")
+    assert not [t for t in turns if "compacted" in str(t["content"])]
+    check_the_thread(api, upstream, "langchain", history=len(turns))
+    asked = [t["content"] for t in turns if t["role"] == "user"]
+    assert asked == TURNS
+    for sent in answer_requests(upstream):  # its system prompt, before the items too
         assert sent["messages"][0]["content"].startswith("Be brief.")
 
 

@@ -24,6 +24,7 @@ from .params import ID_SCHEMA
 from .wire import Id, LongText, NotFunction, OpenShape, type_is
 
 __all__ = [
+    "ContextManagement",
     "ConversationCreateRequest",
     "ConversationUpdateRequest",
     "InputTokenCountRequest",
@@ -297,6 +298,17 @@ class ResponseCompactRequest(ResponseInputRequest):
     )
 
 
+class ContextManagement(BaseModel):
+    """A ``context_management`` entry: ``compaction``, the one type OpenAI defines (see
+    `workingmem.service.server_compaction`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["compaction"]
+    compact_threshold: Annotated[int, Field(ge=1, strict=True)] | None = None
+    """The input tokens past which a response ends with a compaction item; None: 80% of the
+    answering model's context window."""
+
+
 class ResponseCreateRequest(ResponseInputRequest):
     """``POST /v1/responses``: what the model is asked, and which thread it continues."""
 
@@ -328,6 +340,9 @@ class ResponseCreateRequest(ResponseInputRequest):
     include: Annotated[list[str], Field(max_length=16)] | None = None
     background: Literal[False] | None = None
     """Background responses are not served."""
+    context_management: Annotated[list[ContextManagement], Field(max_length=8)] | None = None
+    """Server-side compaction: a client that resends its history gets a compaction item to
+    send in place of what came before it."""
 
 
 class ConversationCreateRequest(BaseModel):

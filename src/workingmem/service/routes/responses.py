@@ -34,6 +34,7 @@ from ...gateway import AnswerStream, AskResult, Gateway
 from ...llm import Completion
 from ...messages import check_id, same
 from ...stores.responses import ResponseStore, StoredResponse
+from ...tokens import tokenizer_for
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
 from ..compacted_response import compacted_object
@@ -55,6 +56,7 @@ from ..responses_schemas import (
     ResponseCreateRequest,
     ResponseInputRequest,
 )
+from ..server_compaction import compact_threshold, compaction_after, rendered_tokens
 from ..sessions import awaiting_thread
 from ..sse import first_piece
 from ..state import Services, get_services
@@ -216,10 +218,11 @@ def _instructions(
     the thread, read as the user's words, and out of the window once it grows. Continuing from
     a response carries its chain's over, as OpenAI carries an input's items (`instructions`
     themselves are not, as at OpenAI). A conversation's are items of it; an input of nothing
-    else stays the input."""
+    else stays the input. Read before a compaction in the input is (`_restored`): what comes
+    before the compaction item is then not read again, its instructions are."""
     previous = target.previous.carried_instructions if target.previous is not None else None
     texts: list[str] = []
-    if target.conversation_id is None and not target.after_compaction:
+    if target.conversation_id is None:
         for turn in turns:
             text = instruction_text(turn)
             if text is None:
@@ -327,12 +330,9 @@ async def create_response(
     if user_id is not None:
         check_id("user", user_id)
     target = await _target(records, tenant, body, asked.x_thread_id)
-    turns = as_sent = await _input_turns(gateway, tenant, body, target)
-    target, turns = await _restored(gateway, tenant, target, turns)
-    placed = turns
-    instructions, turns = _instructions(body.instructions, target, turns)
-    if placed is as_sent:  # the client's own input, less what became its instructions
-        as_sent = turns
+    sent = await _input_turns(gateway, tenant, body, target)
+    instructions, as_sent = _instructions(body.instructions, target, sent)
+    target, turns = await _restored(gateway, tenant, target, as_sent)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
     options = _options(body)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -346,10 +346,11 @@ async def create_response(
         if found is not None:
             target = _Target(found, conversation_id=None)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
+    plan = gateway.plan(profile, model=model)
     info = ResponseInfo(
         response_id=new_id("resp"),
         created_at=int(time.time()),
-        model=gateway.plan(profile, model=model).model.id,
+        model=plan.model.id,
         request=body,
         conversation_id=target.conversation_id,
     )
@@ -382,11 +383,33 @@ async def create_response(
         # a Responses upstream gets the items as they came (reasoning included), any other
         # upstream their chat view
         native = gateway.native_format == FORMAT
-        sent = [carrying(turn.message, turn.item if native else None) for turn in as_sent]
-        ask["passthrough"] = [*system, *sent]
+        given = [carrying(turn.message, turn.item if native else None) for turn in as_sent]
+        ask["passthrough"] = [*system, *given]
+
+    threshold = compact_threshold(body.context_management, plan.model)
 
     async def finish(result: AskResult) -> dict[str, Any]:
-        return await _finish(records, tenant, info, result, len(turns), instructions.carried)
+        answer = result.turns[-1]
+        compacted: list[dict[str, Any]] = []
+        if (
+            threshold is not None
+            and result.finish_reason != "tool_calls"  # the exchange goes on: compact it later
+            and rendered_tokens(sent, answer, instructions.system_prompt, tokenizer_for(plan.model))
+            > threshold
+        ):
+            item = await compaction_after(
+                gateway,
+                tenant_id=tenant,
+                thread_id=result.thread_id,
+                through=answer.seq or result.input_seq + 1,
+                user_id=user_id,
+                profile=profile,
+                model=model,
+            )
+            compacted = [item] if item is not None else []
+        return await _finish(
+            records, tenant, info, result, len(turns), instructions.carried, compacted
+        )
 
     if body.stream:
 
@@ -446,10 +469,12 @@ async def _finish(
     result: AskResult,
     inputs: int,
     carried: str | None,
+    compacted: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The response object of an answer, stored as a record unless ``store: false``."""
+    """The response object of an answer, stored as a record unless ``store: false``; a
+    server-side compaction item after the answer's items."""
     answer = result.turns[-1]
-    output = (answer.in_format(FORMAT) or {}).get("items") or []
+    output = [*((answer.in_format(FORMAT) or {}).get("items") or []), *compacted]
     incomplete = result.finish_reason == "length"
     body = response_object(
         info,
@@ -515,8 +540,8 @@ async def count_input_tokens(
     tokenizer). Nothing is stored. Continuing a response that is not its thread's newest, the
     thread is counted as it stands (`create` would fork it at that response)."""
     gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "count")
-    target, turns = await _restored(gateway, tenant, target, turns)  # as `create` places it
-    instructions, turns = _instructions(body.instructions, target, turns)
+    instructions, turns = _instructions(body.instructions, target, turns)  # as `create` does
+    target, turns = await _restored(gateway, tenant, target, turns)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     tokens = await gateway.count_tokens(
         tenant_id=tenant,

@@ -1,0 +1,94 @@
+"""Server-side compaction of the Responses API (``context_management``).
+
+    threshold = compact_threshold(body.context_management, plan.model)
+    if threshold is not None and rendered_tokens(sent, answer, instructions, tokenizer) > threshold:
+        item = await compaction_after(gateway, tenant_id=..., thread_id=..., through=answer.seq)
+
+A client that resends its history (the OpenAI Agents SDK's compaction capability, LangChain's
+``ChatOpenAI(context_management=...)``) asks for a ``compaction`` item once what it sends
+grows past a threshold, and sends that item in place of everything before it from then on
+(OpenAI's guide). The gateway's memory already bounds what the model reads; the item bounds
+what the client resends, which otherwise grows without end, until the request is refused.
+
+The item is the gateway's own (`workingmem.formats.compaction`), made by `Gateway.compact`
+from the thread through the answer, and comes last in the response's output: it stands for
+the whole exchange, so a history resent from it continues the thread after the answer
+(`workingmem.compaction.restored`). The count is of what the client sent from its newest
+compaction item on, its instructions and the answer: what its next request repeats. A request
+that continues a response or a conversation resends nothing and is never over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from ..compaction import newest_compaction
+from ..config import Profile
+from ..errors import WorkingMemoryError
+from ..formats.compaction import compaction_item
+from ..formats.responses_chat import new_id
+from ..gateway import Gateway
+from ..tokens import Tokenizer
+from ..types import ModelInfo, NativeItem, Turn
+from .responses_schemas import ContextManagement
+
+__all__ = ["DEFAULT_SHARE", "compact_threshold", "compaction_after", "rendered_tokens"]
+
+DEFAULT_SHARE = 0.8
+"""An entry without ``compact_threshold``: this share of the answering model's window."""
+
+logger = logging.getLogger("workingmem.service")
+
+
+def compact_threshold(entries: Sequence[ContextManagement] | None, model: ModelInfo) -> int | None:
+    """The lowest threshold the request's compaction entries ask for; None without one."""
+    default = int(model.context_window * DEFAULT_SHARE)
+    return min((entry.compact_threshold or default for entry in entries or ()), default=None)
+
+
+def rendered_tokens(
+    sent: Sequence[NativeItem], answer: Turn, instructions: str | None, tokenizer: Tokenizer
+) -> int:
+    """What the client's next request repeats: its input from its newest compaction item on
+    (the item counted as the text a model reads for it), its instructions, the answer."""
+    start = newest_compaction(sent) or 0
+    total = sum(tokenizer.count_message(turn.message) for turn in sent[start:])
+    total += tokenizer.count_message(answer.to_message())
+    return total + (tokenizer.count_text(instructions) if instructions else 0)
+
+
+async def compaction_after(
+    gateway: Gateway,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    through: int,
+    user_id: str | None,
+    profile: Profile | str | None,
+    model: str | None,
+) -> dict[str, Any] | None:
+    """The compaction item of the thread through the answer (`through`), or None when the
+    cheap model failed: the answer stands, and the next request over the threshold asks
+    again."""
+    try:
+        compaction = await gateway.compact(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            through_seq=through,
+            user_id=user_id,
+            profile=profile,
+            model=model,
+        )
+    except WorkingMemoryError as exc:
+        logger.warning("server-side compaction of thread %s failed: %s", thread_id, exc)
+        return None
+    compacted = compaction.compacted
+    return compaction_item(
+        item_id=new_id("cmp"),
+        summary=compacted.summary,
+        facts=compacted.facts,
+        thread=thread_id,
+        through=through,
+    )
