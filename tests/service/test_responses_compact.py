@@ -100,6 +100,18 @@ def test_a_conversation_compacts_to_its_user_messages_and_one_item(
     assert api.get("/v1/threads").json()["data"] == []  # nothing stored
 
 
+def test_the_system_message_an_input_opens_with_is_not_compacted(
+    client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """It is the call's instructions, as for `create` (LangChain sends its system prompt so):
+    the next request sends them again, and the user's words are no place for them."""
+    system = {"role": "system", "content": "Always answer in French."}
+    compacted = client.responses.compact(model="answer-model", input=[system, *CONVERSATION])
+    assert [item.type for item in compacted.output] == ["message", "message", "compaction"]
+    assert "French" not in helper_prompts(upstream)[-1]
+    assert notes_of(compacted.output[-1])["summary"].endswith("through turn 4 (read 1-4).")
+
+
 def test_compacting_a_chain_starts_where_the_threads_summary_ends(
     client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
 ) -> None:

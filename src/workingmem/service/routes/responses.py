@@ -574,6 +574,7 @@ async def compact_response(
     so that the compaction item reads on any upstream. The thread is read as it stands up to
     the response named (a fork is not made: nothing is stored)."""
     gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "compact")
+    _, turns = _instructions(None, target, turns)  # instructions, as `create` reads them
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     compaction = await gateway.compact(
         tenant_id=tenant,
