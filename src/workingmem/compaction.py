@@ -162,9 +162,8 @@ async def restored(store: TurnStore, *, tenant_id: str, turns: Sequence[NativeIt
       the place of all that comes before the item, for the overlap rule to place (read up to
       where the compaction ended).
 
-    So the thread stays whole, not edited nor forked, and what comes before the item is not
-    read again (OpenAI renders a history from its newest compaction on). Any other history
-    comes back as sent."""
+    So the thread stays whole, not edited nor forked, and what comes before the item (the
+    client's copy of the thread) is not read again. Any other history comes back as sent."""
     sent = Resent(list(turns))
     index = newest_compaction(turns)
     mark = _mark(turns[index]) if index is not None else None
