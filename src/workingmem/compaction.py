@@ -185,7 +185,7 @@ async def restored(store: TurnStore, *, tenant_id: str, turns: Sequence[NativeIt
     thread = await visible_turns(
         store, tenant_id=tenant_id, thread_id=thread_id, first=1, count=through
     )
-    if listed:
+    if listed and before:  # an item alone stands for all of the thread up to there
         users = [turn for turn in thread if _user_message(items_of(turn))]
         if len(users) != len(before):
             return sent

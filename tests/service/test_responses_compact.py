@@ -105,7 +105,7 @@ def test_the_system_message_an_input_opens_with_is_not_compacted(
 ) -> None:
     """It is the call's instructions, as for `create` (LangChain sends its system prompt so):
     the next request sends them again, and the user's words are no place for them."""
-    system = {"role": "system", "content": "Always answer in French."}
+    system: Any = {"role": "system", "content": "Always answer in French."}
     compacted = client.responses.compact(model="answer-model", input=[system, *CONVERSATION])
     assert [item.type for item in compacted.output] == ["message", "message", "compaction"]
     assert "French" not in helper_prompts(upstream)[-1]

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from workingmem.llm.testing import Reply, ScriptedUpstream
+from workingmem.llm.testing import Reply, ScriptedUpstream, StatusError
 
 from .test_responses_api import thread_of, turns
 from .test_responses_compact import any_api, client, notes_of
@@ -101,6 +101,33 @@ def test_a_client_that_keeps_its_whole_history_with_the_item_stays_in_its_thread
     assert texts(api, threads.pop()) == [
         text for question in QUESTIONS for text in (question, "Noted.")
     ]
+
+
+def test_a_pruned_history_retried_after_a_failed_answer_stays_in_its_thread(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """The question after the item is stored, its answer fails (502); sent again as it was,
+    the thread has gone on past the item by that question: the request is its retry, answered
+    in the thread, the question stored once."""
+    history: Any = [{"role": "user", "content": " ".join(QUESTIONS * 2)}]
+    response, thread = thread_of(client, input=history, context_management=COMPACTION)
+    (item,) = compactions(response)
+    pruned = [item.model_dump(exclude_none=True), {"role": "user", "content": "And now?"}]
+    failed = [True]
+
+    def fails_once(request: dict[str, Any]) -> Reply | StatusError:
+        if request.get("model") != "cheap-model" and failed:
+            failed.clear()
+            return StatusError(500)
+        return any_api(request)
+
+    upstream.responder = fails_once
+    with pytest.raises(openai.APIStatusError):
+        client.responses.create(model="answer-model", input=pruned, context_management=COMPACTION)
+    again, same_thread = thread_of(client, input=pruned, context_management=COMPACTION)
+    assert same_thread == thread
+    assert again.output_text == "Noted."
+    assert texts(api, thread) == [" ".join(QUESTIONS * 2), "Noted.", "And now?", "Noted."]
 
 
 def test_the_stream_ends_with_the_compaction_item(client: openai.OpenAI, api: httpx.Client) -> None:
