@@ -1,7 +1,7 @@
 """Server-side compaction of the Responses API (``context_management``).
 
     threshold = compact_threshold(body.context_management, plan.model)
-    if threshold is not None and rendered_tokens(sent, answer, instructions, tokenizer) > threshold:
+    if is_due(threshold, result, sent, instructions, tokenizer):
         item = await compaction_after(gateway, tenant_id=..., thread_id=..., through=answer.seq)
 
 A client that resends its history (the OpenAI Agents SDK's compaction capability, LangChain's
@@ -29,12 +29,12 @@ from ..config import Profile
 from ..errors import WorkingMemoryError
 from ..formats.compaction import compaction_item
 from ..formats.responses_chat import new_id
-from ..gateway import Gateway
+from ..gateway import AskResult, Gateway
 from ..tokens import Tokenizer
-from ..types import ModelInfo, NativeItem, Turn
+from ..types import ModelInfo, NativeItem
 from .responses_schemas import ContextManagement
 
-__all__ = ["DEFAULT_SHARE", "compact_threshold", "compaction_after", "rendered_tokens"]
+__all__ = ["DEFAULT_SHARE", "compact_threshold", "compaction_after", "is_due"]
 
 DEFAULT_SHARE = 0.8
 """An entry without ``compact_threshold``: this share of the answering model's window."""
@@ -48,15 +48,24 @@ def compact_threshold(entries: Sequence[ContextManagement] | None, model: ModelI
     return min((entry.compact_threshold or default for entry in entries or ()), default=None)
 
 
-def rendered_tokens(
-    sent: Sequence[NativeItem], answer: Turn, instructions: str | None, tokenizer: Tokenizer
-) -> int:
-    """What the client's next request repeats: its input from its newest compaction item on
-    (the item counted as the text a model reads for it), its instructions, the answer."""
+def is_due(
+    threshold: int | None,
+    result: AskResult,
+    sent: Sequence[NativeItem],
+    instructions: str | None,
+    tokenizer: Tokenizer,
+) -> bool:
+    """Whether the answer ends with a compaction item: asked for, the exchange over (an
+    answer that calls the client's tools goes on), and what the client's next request repeats
+    past the threshold: its input (`sent`, less its instructions) from its newest compaction
+    item on, the item counted as the text a model reads for it; its instructions; the answer."""
+    if threshold is None or result.finish_reason == "tool_calls":
+        return False
     start = newest_compaction(sent) or 0
     total = sum(tokenizer.count_message(turn.message) for turn in sent[start:])
-    total += tokenizer.count_message(answer.to_message())
-    return total + (tokenizer.count_text(instructions) if instructions else 0)
+    total += tokenizer.count_message(result.turns[-1].to_message())
+    total += tokenizer.count_text(instructions) if instructions else 0
+    return total > threshold
 
 
 async def compaction_after(

@@ -56,7 +56,7 @@ from ..responses_schemas import (
     ResponseCreateRequest,
     ResponseInputRequest,
 )
-from ..server_compaction import compact_threshold, compaction_after, rendered_tokens
+from ..server_compaction import compact_threshold, compaction_after, is_due
 from ..sessions import awaiting_thread
 from ..sse import first_piece
 from ..state import Services, get_services
@@ -389,19 +389,14 @@ async def create_response(
     threshold = compact_threshold(body.context_management, plan.model)
 
     async def finish(result: AskResult) -> dict[str, Any]:
-        answer = result.turns[-1]
         compacted: list[dict[str, Any]] = []
-        if (
-            threshold is not None
-            and result.finish_reason != "tool_calls"  # the exchange goes on: compact it later
-            and rendered_tokens(sent, answer, instructions.system_prompt, tokenizer_for(plan.model))
-            > threshold
-        ):
+        tokenizer = tokenizer_for(plan.model)
+        if is_due(threshold, result, as_sent, instructions.system_prompt, tokenizer):
             item = await compaction_after(
                 gateway,
                 tenant_id=tenant,
                 thread_id=result.thread_id,
-                through=answer.seq or result.input_seq + 1,
+                through=result.turns[-1].seq or result.input_seq + 1,
                 user_id=user_id,
                 profile=profile,
                 model=model,
