@@ -161,13 +161,70 @@ def test_the_page_shows_a_threads_memory_and_forgets_it(
 def test_a_missing_thread_is_a_404_page(
     service: LiveServer, database_url: str, tenant: str, page: Page
 ) -> None:
-    key = create_key(database_url, tenant, "page").secret
-    page.goto(f"{service.url}/ui/login")
-    page.fill("#key", key)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{service.url}/ui/")
+    log_in(page, service.url, create_key(database_url, tenant, "page").secret)
     assert "No threads yet" in page.inner_text("main")
     response = page.goto(f"{service.url}/ui/threads/nope")
     assert response is not None
     assert response.status == 404
     assert "No such thread" in page.inner_text("h1")
+
+
+def log_in(page: Page, url: str, key: str) -> None:
+    page.goto(f"{url}/ui/login")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/ui/")
+
+
+def test_the_page_says_what_goes_with_a_thread_and_deletes_it(
+    service: LiveServer, database_url: str, tenant: str, page: Page
+) -> None:
+    """What a deletion takes (the thread's stored response and chat completion, counted),
+    asked first: dismissed, nothing goes; accepted, the thread and its records are gone."""
+    key = create_key(database_url, tenant, "page").secret
+    headers = {"X-Thread-Id": "trip/lyon"}
+    with openai.OpenAI(base_url=f"{service.url}/v1", api_key=key, max_retries=0) as client:
+        stored = client.chat.completions.create(
+            model="answer-model",
+            messages=[{"role": "user", "content": "Keep this one."}],
+            store=True,
+            extra_headers=headers,
+        )
+        response = client.responses.create(
+            model="answer-model", input="And this one.", extra_headers=headers
+        )
+        client.chat.completions.create(  # another thread's stays
+            model="answer-model",
+            messages=[{"role": "user", "content": "Elsewhere."}],
+            store=True,
+            extra_headers={"X-Thread-Id": "other"},
+        )
+    log_in(page, service.url, key)
+    page.goto(f"{service.url}/ui/threads/trip%2Flyon")
+    assert page.inner_text("#kept") == "1 stored response, 1 stored chat completion"
+    assert page.locator("#delete").get_attribute("data-url") == "/v1/threads/trip%2Flyon"
+
+    asked: list[str] = []
+
+    def dismissed(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismissed)
+    page.click("#delete")
+    assert asked == ["Delete this thread and everything kept of it? This cannot be undone."]
+    api = {"Authorization": f"Bearer {key}"}
+    thread = httpx.get(f"{service.url}/v1/threads/trip/lyon/memory", headers=api)
+    assert thread.status_code == 200, "dismissing must delete nothing"
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete")
+    page.wait_for_url(f"{service.url}/ui/")
+    assert "trip/lyon" not in page.inner_text("main")
+    assert "other" in page.inner_text("main")
+    for gone in (
+        "/v1/threads/trip/lyon/memory",
+        f"/v1/chat/completions/{stored.id}",
+        f"/v1/responses/{response.id}",
+    ):
+        assert httpx.get(f"{service.url}{gone}", headers=api).status_code == 404

@@ -9,7 +9,10 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import assistant, user
+from workingmem.stores import KeptRecords, RecordStore
 from workingmem.stores.completions import StoredCompletion
+
+from .test_responses_store import _response
 
 pytestmark = pytest.mark.asyncio
 
@@ -218,3 +221,24 @@ async def test_deleting_a_completion_or_its_thread_forgets_it(store: wm.Store, t
     await _thread(store, tenant)
     await _put(store, tenant, _completion("b"))  # the id is free again
     assert await _listed(store, tenant) == ["c", "b"]
+
+
+async def test_a_threads_records_are_counted_and_go_with_it(store: wm.Store, tenant: str) -> None:
+    """`RecordStore`: its stored responses and completions, not another thread's; another
+    tenant's thread is the missing one's error; a deleted thread has none left."""
+    assert isinstance(store, RecordStore)
+    await _thread(store, tenant)
+    await _thread(store, tenant, "other")
+    assert await store.count_records(tenant_id=tenant, thread_id="th") == KeptRecords(0, 0)
+    await _put(store, tenant, _completion(), _completion("chatcmpl-2"))
+    await _put(store, tenant, _completion("chatcmpl-3", thread_id="other"))
+    await store.put_response(tenant_id=tenant, response=_response())
+    assert await store.count_records(tenant_id=tenant, thread_id="th") == KeptRecords(1, 2)
+    assert await store.count_records(tenant_id=tenant, thread_id="other") == KeptRecords(0, 1)
+    for missing in (("th", f"{tenant}-x"), ("gone", tenant)):
+        with pytest.raises(wm.NotFoundError):
+            await store.count_records(tenant_id=missing[1], thread_id=missing[0])
+    await store.delete_thread(tenant_id=tenant, thread_id="th")
+    with pytest.raises(wm.NotFoundError):
+        await store.count_records(tenant_id=tenant, thread_id="th")
+    assert await store.count_records(tenant_id=tenant, thread_id="other") == KeptRecords(0, 1)

@@ -28,6 +28,7 @@ from .base import (
     TurnStore,
 )
 from .completions import CompletionStore
+from .records import KeptRecords, RecordStore
 from .responses import ResponseStore
 from .sql import SQLStore
 from .sqlite import SQLiteStore
@@ -40,9 +41,11 @@ __all__ = [
     "AskLockStore",
     "Claim",
     "CompletionStore",
+    "KeptRecords",
     "MemoryStateStore",
     "PooledStore",
     "PostgresStore",
+    "RecordStore",
     "ResponseStore",
     "SQLStore",
     "SQLiteStore",

@@ -6,9 +6,9 @@ completions on one SQL database.
         await store.append(tenant_id="t1", thread_id="th1", messages=[...])
 
 One class owns the control flow of every operation, its SQL written once (`_sql_threads`,
-`_sql_documents`, `_sql_keys`, `_sql_responses`, `_sql_completions`); a `Dialect` (`_dialect`)
-supplies what really differs between SQLite and PostgreSQL. `SQLiteStore` and `PostgresStore`
-are this class opened on each.
+`_sql_documents`, `_sql_keys`, `_sql_responses`, `_sql_completions`, `_sql_records`); a
+`Dialect` (`_dialect`) supplies what really differs between SQLite and PostgreSQL.
+`SQLiteStore` and `PostgresStore` are this class opened on each.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ._known import KnownThreads
 from ._sql_completions import SQLCompletions
 from ._sql_documents import SQLDocuments
 from ._sql_keys import SQLKeys
+from ._sql_records import SQLRecords
 from ._sql_responses import SQLResponses
 from ._sql_states import SQLStates
 from ._sql_threads import SQLThreads
@@ -28,9 +29,11 @@ from ._sql_threads import SQLThreads
 __all__ = ["SQLStore"]
 
 
-class SQLStore(SQLThreads, SQLStates, SQLDocuments, SQLKeys, SQLResponses, SQLCompletions):
+class SQLStore(
+    SQLThreads, SQLStates, SQLDocuments, SQLKeys, SQLResponses, SQLCompletions, SQLRecords
+):
     """A `Store` (threads, memory states, documents, API keys, stored responses, stored chat
-    completions) on one SQL database."""
+    completions) on one SQL database, and a `RecordStore`."""
 
     def __init__(self, dialect: Dialect) -> None:
         self._dialect = dialect

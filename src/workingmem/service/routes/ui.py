@@ -6,7 +6,9 @@
     GET  /ui/login, POST /ui/login, POST /ui/logout
 
 Server-rendered (Jinja2, autoescaped); the Forget button asks for confirmation, then calls
-``POST /v1/threads/{thread_id}/memory/reset`` and reloads. With API keys in the database the page
+``POST /v1/threads/{thread_id}/memory/reset`` and reloads; the Delete button, after saying what
+goes with the thread (its stored responses and chat completions), ``DELETE
+/v1/threads/{thread_id}``, and goes back to the threads. With API keys in the database the page
 needs one: the login form opens a server-side session whose token is an HttpOnly,
 SameSite=Strict cookie (never the key; a Bearer header works too). Without keys, the page
 shows the local tenant.
@@ -23,6 +25,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from ...errors import NotFoundError, ValidationError
+from ...stores.records import RecordStore
 from ...transcript import label
 from ..auth import (
     COOKIE,
@@ -108,19 +111,30 @@ async def thread_page(request: Request, thread_id: str) -> Response:
     tenant = await _tenant(request, services)
     if isinstance(tenant, Response):
         return tenant
+    store = services.gateway.store
     try:
         memory = await load_thread_memory(services, tenant_id=tenant, thread_id=thread_id)
+        kept = (
+            await store.count_records(tenant_id=tenant, thread_id=thread_id)
+            if isinstance(store, RecordStore)  # a host's store may keep none
+            else None
+        )
     except NotFoundError:
         return _error(request, 404, "No such thread", f"There is no thread {thread_id!r}.")
     except ValidationError as exc:
         return _error(request, 400, "Bad thread id", str(exc))
-    turns = await services.gateway.store.list_turns(
+    turns = await store.list_turns(
         tenant_id=tenant,
         thread_id=thread_id,
         after_seq=max(0, memory.turn_count - CONVERSATION_TURNS),
         limit=CONVERSATION_TURNS,
     )
-    context = {"memory": memory, "turns": turns, "conversation_turns": CONVERSATION_TURNS}
+    context = {
+        "memory": memory,
+        "kept": kept,
+        "turns": turns,
+        "conversation_turns": CONVERSATION_TURNS,
+    }
     return await _page(request, services, tenant, "thread.html", context)
 
 
