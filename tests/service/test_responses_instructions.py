@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
 from .test_responses_api import answers, client, thread_of, turns
 
@@ -114,3 +115,17 @@ def test_with_the_clients_history_its_instructions_are_the_system_message(
         {"role": "user", "content": "Hi"},
     ]
     assert [t["content"] for t in turns(api, thread)] == ["Hi", "You said: Hi"]
+
+
+def test_a_stored_prompt_no_chat_upstream_reads_is_a_400_naming_it(
+    client: openai.OpenAI, api: httpx.Client
+) -> None:
+    """A prompt kept at OpenAI, by id: a chat upstream cannot read it, and answering without
+    it would answer without the instructions the client chose."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model="answer-model", input="Plan my day.", prompt={"id": "pmpt_trip"}
+        )
+    assert refused.value.body["param"] == "prompt"  # type: ignore[index]
+    assert "send the prompt's text as instructions" in refused.value.message
+    assert api.get("/v1/threads").json()["data"] == []  # nothing stored

@@ -227,3 +227,16 @@ def test_chat_completions_through_a_responses_upstream(
     ]
     assert [said(item) for item in sent] == ["I am Ada.", "", "You said: I am Ada.", "Who am I?"]
     assert len(turns(rest, "chat")) == 4
+
+
+def test_a_stored_prompt_goes_to_the_responses_upstream_that_keeps_it(
+    client: openai.OpenAI, native: tuple[LiveServer, ScriptedUpstream]
+) -> None:
+    """OpenAI reads a ``prompt`` by its id; the gateway hands it on with the memory."""
+    _, upstream = native
+    prompt: Any = {"id": "pmpt_trip", "version": "2", "variables": {"city": "Lyon"}}
+    answer = client.responses.create(model="answer-model", input="Plan my day.", prompt=prompt)
+    assert answer.output_text == "You said: Plan my day."
+    sent = upstream_calls(upstream)[-1]
+    assert sent["prompt"] == prompt
+    assert sent["input"][-1] == {"role": "user", "content": "Plan my day."}

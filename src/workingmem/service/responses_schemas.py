@@ -32,6 +32,7 @@ __all__ = [
     "ResponseCompactRequest",
     "ResponseCreateRequest",
     "ResponseInputRequest",
+    "StoredPrompt",
     "dumped",
 ]
 
@@ -309,6 +310,15 @@ class ContextManagement(BaseModel):
     answering model's context window."""
 
 
+class StoredPrompt(BaseModel):
+    """A ``prompt``: a prompt template stored at OpenAI, by its id, with its variables."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: Annotated[str, Field(min_length=1, max_length=256)]
+    version: Annotated[str, Field(max_length=64)] | None = None
+    variables: dict[str, Any] | None = None
+
+
 class ResponseCreateRequest(ResponseInputRequest):
     """``POST /v1/responses``: what the model is asked, and which thread it continues."""
 
@@ -340,6 +350,9 @@ class ResponseCreateRequest(ResponseInputRequest):
     include: Annotated[list[str], Field(max_length=16)] | None = None
     background: Literal[False] | None = None
     """Background responses are not served."""
+    prompt: StoredPrompt | None = None
+    """Read by an upstream that speaks Responses (OpenAI's, where it is stored); a 400 naming
+    it on any other, which could not read it."""
     context_management: Annotated[list[ContextManagement], Field(max_length=8)] | None = None
     """Server-side compaction: a client that resends its history gets a compaction item to
     send in place of what came before it."""

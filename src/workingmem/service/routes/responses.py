@@ -334,7 +334,7 @@ async def create_response(
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
-    options = _options(body)
+    options = _options(body, native=gateway.native_format == FORMAT)
     if target.thread_id is None:  # a session's conversation, sent whole
         found = await awaiting_thread(
             records,
@@ -442,8 +442,17 @@ async def create_response(
     return JSONResponse(await finish(result), headers=thread_header(result.thread_id))
 
 
-def _options(body: ResponseCreateRequest) -> dict[str, Any]:
-    """What the chat upstream is asked beyond the messages and the tools."""
+def _options(body: ResponseCreateRequest, *, native: bool) -> dict[str, Any]:
+    """What the chat upstream is asked beyond the messages and the tools; a stored prompt
+    only when the upstream speaks Responses (`native`), where such prompts are read."""
+    if body.prompt is not None and not native:
+        raise ApiError(
+            400,
+            "prompt: a stored prompt is read by an upstream that speaks the Responses API, "
+            "and this gateway's does not; send the prompt's text as instructions",
+            code="invalid_request_error",
+            param="prompt",
+        )
     options = chat_options(
         tool_choice=body.sent("tool_choice"),
         text=body.sent("text"),
@@ -451,6 +460,8 @@ def _options(body: ResponseCreateRequest) -> dict[str, Any]:
     )
     sent = body.model_dump(exclude_unset=True)
     options.update({name: sent[name] for name in FORWARDED if sent.get(name) is not None})
+    if body.prompt is not None:
+        options["prompt"] = body.prompt.model_dump(exclude_none=True)
     user = body.safety_identifier or body.user
     if user is not None:
         options["user"] = user
