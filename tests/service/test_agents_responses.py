@@ -143,3 +143,37 @@ async def test_no_session_chaining_previous_response_ids(
     assert len(threads) == 1
     assert [m["role"] for m in await turns(api, threads[0]["id"])] == EXPECTED_ROLES
     assert_memory_of(answers(upstream)[-1]["messages"], (await turns(api, threads[0]["id"]))[:-1])
+
+
+@pytest.mark.parametrize("chained", ["auto_previous_response_id", "conversation_id"])
+async def test_a_run_chained_by_the_sdk_itself(
+    chained: str, client: openai.AsyncOpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """``Runner.run(auto_previous_response_id=True)`` chains the calls of a run (the tool
+    round's too) by their ids; ``conversation_id=`` names a conversation made first: each
+    run's turns land in one thread, once, in order."""
+    turns = blocking(_turns)
+    previous: str | None = None
+    conversation = (
+        (await client.conversations.create()).id if chained == "conversation_id" else None
+    )
+    for text in ["My name is Ada.", "What is the weather in Lyon?", "Thanks"]:
+        if conversation is not None:
+            result = await Runner.run(
+                AGENT, text, conversation_id=conversation, run_config=config(client)
+            )
+        else:
+            result = await Runner.run(
+                AGENT,
+                text,
+                previous_response_id=previous,
+                auto_previous_response_id=True,
+                run_config=config(client),
+            )
+            previous = result.last_response_id
+    assert result.final_output == "You said: Thanks"
+    threads = await threads_of(api)
+    assert len(threads) == 1
+    stored = await turns(api, threads[0]["id"])
+    assert [m["role"] for m in stored] == EXPECTED_ROLES
+    assert_memory_of(answers(upstream)[-1]["messages"], stored[:-1])
