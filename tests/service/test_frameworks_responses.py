@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from pydantic_ai import Agent
-from pydantic_ai.models.openai import OpenAIResponsesModel
+from pydantic_ai.models.openai import OpenAICompaction, OpenAIResponsesModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from workingmem.llm.testing import ScriptedUpstream
@@ -92,6 +92,12 @@ def test_a_langchain_stream_on_the_responses_api(
     assert [t["role"] for t in stored(api, "langchain")] == ["user", "assistant"]
 
 
+def weather_in(city: str) -> str:
+    """The weather in a city (the tool Pydantic AI's agents are given)."""
+    assert city == "Lyon"
+    return "sunny, 21 C"
+
+
 async def test_a_pydantic_ai_agent_on_the_responses_api(
     service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
 ) -> None:
@@ -103,12 +109,7 @@ async def test_a_pydantic_ai_agent_on_the_responses_api(
             OpenAIResponsesModel("answer-model", provider=provider), instructions="Be brief."
         )
 
-        @agent.tool_plain
-        def get_weather(city: str) -> str:
-            """The weather in a city."""
-            assert city == "Lyon"
-            return "sunny, 21 C"
-
+        agent.tool_plain(name="get_weather")(weather_in)
         history: list[Any] = []
         for text in TURNS:
             result = await agent.run(text, message_history=history)
@@ -120,3 +121,26 @@ async def test_a_pydantic_ai_agent_on_the_responses_api(
         getattr(part, "content", None) for message in history for part in message.parts
     }
     check_the_thread(api, upstream, "pydantic", history=len(stored(api, "pydantic")))
+
+
+async def test_a_pydantic_ai_agent_with_openai_compaction(
+    service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """Pydantic AI's `OpenAICompaction(token_threshold=...)`: server-side compaction, the
+    history sent from the newest compaction item on; the thread keeps every turn once."""
+    upstream.responder = agent_upstream
+    async with async_client(service, key, "pydantic") as client:
+        model = OpenAIResponsesModel("answer-model", provider=OpenAIProvider(openai_client=client))
+        agent = Agent(
+            model, instructions="Be brief.", capabilities=[OpenAICompaction(token_threshold=80)]
+        )
+        agent.tool_plain(name="get_weather")(weather_in)
+        history: list[Any] = []
+        for text in TURNS:
+            result = await agent.run(text, message_history=history)
+            history = result.all_messages()
+    kinds = [getattr(part, "part_kind", None) for m in history for part in m.parts]
+    assert kinds.count("compaction") >= 2
+    turns = stored(api, "pydantic")
+    assert [t["content"] for t in turns if t["role"] == "user"] == TURNS
+    assert not [t for t in turns if "compacted" in str(t["content"])]
