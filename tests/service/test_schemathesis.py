@@ -161,10 +161,13 @@ def served(body: dict[str, Any], kind: str) -> bool:
 def answerable(body: Any) -> bool:
     """The Responses operation's description (`routes.responses.RULES`): the input's last
     item the user's or a call's output; one of `conversation` and `previous_response_id`;
-    function tools only; the cap and the request well within the model's window."""
+    function tools only; the cap and the request well within the model's window; no `prompt`
+    (`CREATE_RULES`: the test's upstream speaks chat, which cannot read one)."""
     if not isinstance(body, dict):
         return True
     if body.get("conversation") is not None and body.get("previous_response_id") is not None:
+        return False
+    if body.get("prompt") is not None:
         return False
     if not served(body, "function"):
         return False

@@ -223,6 +223,7 @@ def test_a_cheap_model_that_fails_leaves_the_answer_without_the_item(
         ([{"type": "truncation"}], "compaction"),
         ([{"type": "compaction", "compact_threshold": 0}], "greater than or equal to 1"),
         ([{"type": "compaction", "compact_threshold": "100"}], "integer"),
+        ([{"type": "compaction", "compact_threshold": 100.5}], "integer"),
         ([{"type": "compaction", "threshold": 100}], "threshold"),
     ],
 )

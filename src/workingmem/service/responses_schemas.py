@@ -305,7 +305,7 @@ class ContextManagement(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["compaction"]
-    compact_threshold: Annotated[int, Field(ge=1, strict=True)] | None = None
+    compact_threshold: Tokens | None = None
     """The input tokens past which a response ends with a compaction item; None: 80% of the
     answering model's context window."""
 

@@ -84,6 +84,14 @@ RULES = (
 )
 """What JSON Schema cannot say of a request; published as the operation's description."""
 
+CREATE_RULES = (
+    f"{RULES} A `prompt` (a prompt stored at OpenAI) is read by an upstream that speaks the "
+    "Responses API; on any other it is a 400 naming `prompt`. `context_management` with a "
+    "`compaction` entry ends the response with a compaction item once what the client resends "
+    "passes its threshold."
+)
+"""What JSON Schema cannot say of a request to create a response."""
+
 COUNT_RULES = (
     f"{RULES} Without input, the thread the request names (`conversation`, "
     "`previous_response_id` or `X-Thread-Id`) has its memory counted; without input and "
@@ -313,7 +321,7 @@ async def _fork(gateway: Gateway, tenant: str, previous: StoredResponse) -> _Tar
     "/v1/responses",
     responses={200: {"content": {"text/event-stream": {}}}, **BUSY, **UPSTREAM},
     summary="Answer the thread's new input, with its memory",
-    description=RULES,
+    description=CREATE_RULES,
     openapi_extra=ASK_HEADERS_DOC,
 )
 async def create_response(
