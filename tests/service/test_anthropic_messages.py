@@ -224,6 +224,25 @@ def test_errors_have_anthropics_shape(
     assert api.get("/v1/threads/unformatted/messages").status_code == 404
 
 
+def test_mcp_servers_the_upstream_would_call_are_refused_by_name(
+    claude: anthropic.Anthropic, api: httpx.Client
+) -> None:
+    """Claude's MCP connector: Anthropic's API calls the servers and answers with their tool
+    blocks, as a server tool's; the gateway offers the model only the client's tools."""
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.beta.messages.create(
+            model="answer-model",
+            max_tokens=10,
+            messages=[{"role": "user", "content": "What is on my calendar?"}],
+            mcp_servers=[{"type": "url", "url": "https://calendar.invalid/mcp", "name": "cal"}],
+            betas=["mcp-client-2025-04-04"],
+            extra_headers={"X-Thread-Id": "calendar"},
+        )
+    assert "mcp_servers" in str(refused.value)
+    assert "client tools" in str(refused.value)
+    assert api.get("/v1/threads/calendar/messages").status_code == 404  # nothing stored
+
+
 def test_another_tenant_never_reads_the_thread(
     claude: anthropic.Anthropic, upstream: ScriptedUpstream, service: LiveServer, database_url: str
 ) -> None:

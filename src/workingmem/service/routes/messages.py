@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 
+from ...errors import ValidationError
 from ...formats import carrying
 from ...formats.anthropic import (
     FORMAT,
@@ -59,7 +60,8 @@ __all__ = ["RULES", "router"]
 RULES = (
     "Messages: the last is the user's (its text, or the tool_result blocks that answer the "
     "tool_use blocks of the assistant message before it). Tools: client tools only (with an "
-    "input_schema); a server tool (a type other than custom) is a 400 that names it. The "
+    "input_schema); a server tool (a type other than custom), or `mcp_servers` (their tools "
+    "run by the upstream), is a 400 that names it. The "
     "newest turns and max_tokens must fit the model's window with the system prompt and the "
     "tools, else a 400."
 )
@@ -117,6 +119,13 @@ async def create_message(
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     info = MessageInfo(message_id=new_id("msg"), model=body.model)
     native = gateway.native_format == FORMAT
+    if (body.model_extra or {}).get("mcp_servers"):
+        # Anthropic's API calls them and answers with their tool blocks, as a server tool's
+        raise ValidationError(
+            "mcp_servers",
+            "MCP servers are not served: the upstream would run their tools; give them to the "
+            "model as client tools (the client runs them)",
+        )
     ask: dict[str, Any] = {
         "tenant_id": tenant,
         "thread_id": thread_id,
