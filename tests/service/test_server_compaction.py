@@ -130,6 +130,25 @@ def test_a_pruned_history_retried_after_a_failed_answer_stays_in_its_thread(
     assert texts(api, thread) == [" ".join(QUESTIONS * 2), "Noted.", "And now?", "Noted."]
 
 
+def test_a_pruned_history_that_parts_from_its_thread_forks_it(
+    client: openai.OpenAI, api: httpx.Client
+) -> None:
+    """R27: the thread went on past the item (another question and its answer); a pruned
+    history that follows the item with a question of its own is no retry: it starts a thread
+    of its own from the item's point, and the thread that went on stays whole."""
+    history: Any = [{"role": "user", "content": " ".join(QUESTIONS * 2)}]
+    response, thread = thread_of(client, input=history, context_management=COMPACTION)
+    (item,) = compactions(response)
+    pruned = [item.model_dump(exclude_none=True)]
+    _, same_thread = thread_of(client, input=[*pruned, {"role": "user", "content": "First?"}])
+    assert same_thread == thread
+    went_on = texts(api, thread)
+    _, forked = thread_of(client, input=[*pruned, {"role": "user", "content": "Other?"}])
+    assert forked != thread
+    assert texts(api, thread) == went_on  # untouched
+    assert texts(api, forked) == [" ".join(QUESTIONS * 2), "Noted.", "Other?", "Noted."]
+
+
 def test_the_stream_ends_with_the_compaction_item(client: openai.OpenAI, api: httpx.Client) -> None:
     history: list[Any] = [
         {"role": "user" if i % 2 == 0 else "assistant", "content": text}

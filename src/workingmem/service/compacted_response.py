@@ -19,29 +19,32 @@ from ..formats.responses_chat import new_id
 from ..llm.usage import to_responses
 from .response_items import item_with_id
 
-__all__ = ["compacted_object"]
+__all__ = ["compacted_object", "item_of"]
 
 
 def compacted_object(
     compaction: Compaction, *, response_id: str, created_at: int
 ) -> dict[str, Any]:
-    compacted = compaction.compacted
-    of_thread = compaction.of_thread  # then the item says so: resent, it continues the thread
-    item = compaction_item(
-        item_id=new_id("cmp"),
-        summary=compacted.summary,
-        facts=compacted.facts,
-        thread=compaction.thread_id if of_thread else None,
-        through=compaction.stored if of_thread else None,
-    )
-    output = [*_user_messages(compaction), item]
     return {
         "id": response_id,
         "object": "response.compaction",
         "created_at": created_at,
-        "output": output,
-        "usage": to_responses(compacted.usage),
+        "output": [*_user_messages(compaction), item_of(compaction)],
+        "usage": to_responses(compaction.compacted.usage),
     }
+
+
+def item_of(compaction: Compaction) -> dict[str, Any]:
+    """The compaction's ``compaction`` item, under a new id; of a thread's turns alone, it
+    says so (the thread and its last turn): resent, it continues the thread."""
+    of_thread = compaction.of_thread
+    return compaction_item(
+        item_id=new_id("cmp"),
+        summary=compaction.compacted.summary,
+        facts=compaction.compacted.facts,
+        thread=compaction.thread_id if of_thread else None,
+        through=compaction.stored if of_thread else None,
+    )
 
 
 def _user_messages(compaction: Compaction) -> list[dict[str, Any]]:

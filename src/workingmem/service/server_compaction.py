@@ -1,7 +1,7 @@
 """Server-side compaction of the Responses API (``context_management``).
 
     threshold = compact_threshold(body.context_management, plan.model)
-    if is_due(threshold, result, sent, instructions, tokenizer):
+    if is_due(threshold, result, sent, instructions, plan.model):
         item = await compaction_after(gateway, tenant_id=..., thread_id=..., through=answer.seq)
 
 A client that resends its history (the OpenAI Agents SDK's compaction capability, LangChain's
@@ -27,11 +27,10 @@ from typing import Any
 from ..compaction import newest_compaction
 from ..config import Profile
 from ..errors import WorkingMemoryError
-from ..formats.compaction import compaction_item
-from ..formats.responses_chat import new_id
 from ..gateway import AskResult, Gateway
-from ..tokens import Tokenizer
+from ..tokens import tokenizer_for
 from ..types import ModelInfo, NativeItem
+from .compacted_response import item_of
 from .responses_schemas import ContextManagement
 
 __all__ = ["DEFAULT_SHARE", "compact_threshold", "compaction_after", "is_due"]
@@ -53,7 +52,7 @@ def is_due(
     result: AskResult,
     sent: Sequence[NativeItem],
     instructions: str | None,
-    tokenizer: Tokenizer,
+    model: ModelInfo,
 ) -> bool:
     """Whether the answer ends with a compaction item: asked for, the exchange over (an
     answer that calls the client's tools goes on), and what the client's next request repeats
@@ -61,6 +60,7 @@ def is_due(
     item on, the item counted as the text a model reads for it; its instructions; the answer."""
     if threshold is None or result.finish_reason == "tool_calls":
         return False
+    tokenizer = tokenizer_for(model)  # the answering model's: what the client resends to it
     start = newest_compaction(sent) or 0
     total = sum(tokenizer.count_message(turn.message) for turn in sent[start:])
     total += tokenizer.count_message(result.turns[-1].to_message())
@@ -93,11 +93,4 @@ async def compaction_after(
     except WorkingMemoryError as exc:
         logger.warning("server-side compaction of thread %s failed: %s", thread_id, exc)
         return None
-    compacted = compaction.compacted
-    return compaction_item(
-        item_id=new_id("cmp"),
-        summary=compacted.summary,
-        facts=compacted.facts,
-        thread=thread_id,
-        through=through,
-    )
+    return item_of(compaction)  # of the thread's turns alone: it names the thread

@@ -34,7 +34,6 @@ from ...gateway import AnswerStream, AskResult, Gateway
 from ...llm import Completion
 from ...messages import check_id, same
 from ...stores.responses import ResponseStore, StoredResponse
-from ...tokens import tokenizer_for
 from ...types import Message, MessageIn, NativeItem
 from ..auth import Tenant
 from ..compacted_response import compacted_object
@@ -342,7 +341,8 @@ async def create_response(
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
     tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
-    options = _options(body, native=gateway.native_format == FORMAT)
+    native = gateway.native_format == FORMAT  # the upstream speaks Responses
+    options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
         found = await awaiting_thread(
             records,
@@ -390,7 +390,6 @@ async def create_response(
         )
         # a Responses upstream gets the items as they came (reasoning included), any other
         # upstream their chat view
-        native = gateway.native_format == FORMAT
         given = [carrying(turn.message, turn.item if native else None) for turn in as_sent]
         ask["passthrough"] = [*system, *given]
 
@@ -398,8 +397,7 @@ async def create_response(
 
     async def finish(result: AskResult) -> dict[str, Any]:
         compacted: list[dict[str, Any]] = []
-        tokenizer = tokenizer_for(plan.model)
-        if is_due(threshold, result, as_sent, instructions.system_prompt, tokenizer):
+        if is_due(threshold, result, as_sent, instructions.system_prompt, plan.model):
             item = await compaction_after(
                 gateway,
                 tenant_id=tenant,
