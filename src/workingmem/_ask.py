@@ -1,7 +1,7 @@
 """One ask of the gateway, under its thread's ask lock: its state and its steps.
 
     ask = await Ask.begin(gateway, tenant_id, thread_id, request, user_id, plan, ...)
-    async for text in ask.answer(stream=True): ...   # the rounds: model, memory tools, ...
+    async for piece in ask.answer(stream=True): ...  # the rounds: model, memory tools, ...
     result = await ask.finish(ask.answer_text, reviewed=False)
 
 `begin` stores the request's new turns (durable before anything else); `answer` runs the
@@ -170,7 +170,7 @@ class Ask:
             ask.newest = lock.newest
         return ask
 
-    async def answer(self, *, stream: bool) -> AsyncGenerator[str | NativeEvent, None]:
+    async def answer(self, *, stream: bool) -> AsyncGenerator[TextDelta | NativeEvent, None]:
         """The rounds of one answer: model call, working-memory tools, until a text answer or
         a call of the client's tools (then in `answer_text`, `client_calls`)."""
         gateway = self.gateway
@@ -212,9 +212,7 @@ class Ask:
                 )
                 async with aclosing(events):  # a disconnect closes the upstream stream now
                     async for event in events:
-                        if isinstance(event, TextDelta):
-                            yield event.text
-                        elif isinstance(event, NativeEvent):
+                        if isinstance(event, TextDelta | NativeEvent):
                             yield event
                         elif isinstance(event, StreamEnd):
                             completion = event.completion
@@ -273,6 +271,7 @@ class Ask:
             tool_calls=self.client_calls,
             response=self.completion.raw if self.completion is not None else None,
             input_seq=self.input_seq,
+            logprobs=self.completion.logprobs if self.completion is not None else None,
         )
 
     async def _context(self, offer: list[dict[str, Any]]) -> AssembledContext:

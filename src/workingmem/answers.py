@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .context import AssembledContext, AssemblyWarning
-from .llm import NativeEvent, Usage
+from .llm import NativeEvent, TextDelta, Usage
 from .tokens._recent import counting_for
 from .types import Strategy, Thread, Turn, WorkingMemoryState
 
@@ -55,6 +55,9 @@ class AskResult:
     input_seq: int = 0
     """The seq of the turn answered: the request's last turn as stored (the answer's turns
     follow it)."""
+    logprobs: tuple[dict[str, Any], ...] | None = None
+    """The answer's tokens with their log probabilities, in the chat API's shape, when the
+    request asked for them and the upstream gave them (`Completion.logprobs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +106,16 @@ class AnswerStream:
 
     The answer is stored once the stream ends; a consumer that stops early (a client that
     disconnected) leaves the thread as it was before the answer: no half answer is stored.
-    Iterating it gives the text; `events` also gives the upstream's own events that text
+    Iterating it gives the text; `deltas` the text with its tokens' log probabilities, when
+    the request asked for them; `events` also gives the upstream's own events that text
     cannot carry (`NativeEvent`: a thinking block), for a client that speaks its API.
     """
 
     def __init__(
-        self, chunks: AsyncGenerator[str | NativeEvent, None], *, tenant_id: str | None = None
+        self,
+        chunks: AsyncGenerator[TextDelta | NativeEvent, None],
+        *,
+        tenant_id: str | None = None,
     ) -> None:
         self._chunks = chunks
         self._tenant_id = tenant_id
@@ -121,16 +128,23 @@ class AnswerStream:
         return self
 
     async def __anext__(self) -> str:
-        while True:
-            piece = await self._step()
-            if isinstance(piece, str):
-                return piece
+        return (await self._next_delta()).text
+
+    def deltas(self) -> AsyncIterator[TextDelta]:
+        """The text's pieces with their tokens' log probabilities (`TextDelta`)."""
+        return _Deltas(self)
 
     def events(self) -> AsyncIterator[str | NativeEvent]:
         """The text and the upstream's `NativeEvent`, in the order they came."""
         return _Events(self)
 
-    async def _step(self) -> str | NativeEvent:
+    async def _next_delta(self) -> TextDelta:
+        while True:
+            piece = await self._step()
+            if isinstance(piece, TextDelta):
+                return piece
+
+    async def _step(self) -> TextDelta | NativeEvent:
         """The next piece, made in the tenant's counting scope (whatever task asks for it)."""
         if self._tenant_id is None:
             return await anext(self._chunks)
@@ -151,4 +165,18 @@ class _Events:
         return self
 
     async def __anext__(self) -> str | NativeEvent:
-        return await self._stream._step()
+        piece = await self._stream._step()
+        return piece.text if isinstance(piece, TextDelta) else piece
+
+
+class _Deltas:
+    """`AnswerStream.deltas`: the text's pieces of the one stream, as they came."""
+
+    def __init__(self, stream: AnswerStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _Deltas:
+        return self
+
+    async def __anext__(self) -> TextDelta:
+        return await self._stream._next_delta()

@@ -46,7 +46,16 @@ from .context import ContextAssembler
 from .conversations import find_conversation, keeps_keys, newest_key
 from .errors import ValidationError, WorkingMemoryError
 from .gateway_config import CallPlan, GatewayConfig, Overrides, Profiles
-from .llm import CallKind, CallMeta, Completion, GuardedClient, LLMClient, NativeEvent, UsageGuard
+from .llm import (
+    CallKind,
+    CallMeta,
+    Completion,
+    GuardedClient,
+    LLMClient,
+    NativeEvent,
+    TextDelta,
+    UsageGuard,
+)
 from .memory import WorkingMemory, WorkingMemoryProtocol
 from .messages import normalize_turns
 from .placement import check_client_tools, place, visible_turns
@@ -309,7 +318,7 @@ class Gateway:
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
-        async def chunks() -> AsyncGenerator[str | NativeEvent, None]:
+        async def chunks() -> AsyncGenerator[TextDelta | NativeEvent, None]:
             begun = self._begun(
                 tenant_id=tenant_id,
                 thread_id=thread_id,
@@ -330,8 +339,8 @@ class Gateway:
             )
             async with begun as asked:
                 stream.thread_id = asked.thread_id
-                async for text in asked.answer(stream=True):
-                    yield text
+                async for piece in asked.answer(stream=True):
+                    yield piece
                 stream.result = await asked.finish(asked.answer_text or "", reviewed=False)
 
         stream = AnswerStream(chunks(), tenant_id=tenant_id)

@@ -29,6 +29,7 @@ from .files import chat_part_of_input_file, input_file_of_chat_part
 
 __all__ = [
     "FORMAT",
+    "LOGPROBS",
     "OPEN_UNIT_READ",
     "instruction_text",
     "is_reference",
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 FORMAT = "openai.responses"
+LOGPROBS = "message.output_text.logprobs"
+"""The ``include`` entry that asks for the answer's tokens with their log probabilities."""
 _USER_ROLES = ("user", "system", "developer")
 _USER_SIDE_TYPES = ("mcp_approval_response", "item_reference")
 

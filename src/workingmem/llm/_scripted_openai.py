@@ -82,6 +82,32 @@ def finish_reason_of(reply: Reply) -> str:
     return "tool_calls" if reply.tool_calls else "stop"
 
 
+def logprobs_of(text: str, step: int, request: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The text's tokens with log probabilities when `request` asks for them (the chat API's
+    ``logprobs``, the Responses API's ``include``), else None: a token per piece a stream
+    sends, its log probability made from its length, ``top_logprobs`` alternatives after it."""
+    include = request.get("include") or ()
+    if not request.get("logprobs") and "message.output_text.logprobs" not in include:
+        return None
+    top = int(request.get("top_logprobs") or 0)
+    tokens = []
+    for i in range(0, len(text), step):
+        token = text[i : i + step]
+        logprob = -len(token) / 100
+        others = [(token, logprob), *((f"{token}~{k}", logprob - k) for k in range(1, top))]
+        tokens.append(
+            {
+                "token": token,
+                "logprob": logprob,
+                "bytes": list(token.encode()),
+                "top_logprobs": [
+                    {"token": t, "logprob": p, "bytes": list(t.encode())} for t, p in others[:top]
+                ],
+            }
+        )
+    return tokens
+
+
 def model_of(reply: Reply, request: dict[str, Any]) -> str:
     return reply.model or str(request.get("model") or DEFAULT_MODEL)
 
@@ -99,7 +125,9 @@ def completion_body(reply: Reply, request: dict[str, Any], completion_id: str) -
             {
                 "index": 0,
                 "message": message,
-                "logprobs": None,
+                "logprobs": _chat_logprobs(
+                    logprobs_of(reply.text or "", max(1, reply.chunk_chars), request)
+                ),
                 "finish_reason": finish_reason_of(reply),
             },
             *(
@@ -127,13 +155,20 @@ def completion_chunks(
     created = int(time.time())
     model = model_of(reply, request)
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    def chunk(
+        delta: dict[str, Any],
+        finish_reason: str | None = None,
+        tokens: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        if tokens is not None:
+            choice["logprobs"] = _chat_logprobs(tokens)
         body: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            "choices": [choice],
         }
         if include_usage:
             body["usage"] = None
@@ -142,7 +177,11 @@ def completion_chunks(
     chunks = [chunk({"role": "assistant", "content": ""})]
     text = reply.text or ""
     step = max(1, reply.chunk_chars)
-    chunks.extend(chunk({"content": text[i : i + step]}) for i in range(0, len(text), step))
+    tokens = logprobs_of(text, step, request)
+    chunks.extend(
+        chunk({"content": text[i : i + step]}, tokens=None if tokens is None else [tokens[n]])
+        for n, i in enumerate(range(0, len(text), step))
+    )
     for index, call in enumerate(reply.tool_calls):
         function = call.get("function") or {}
         chunks.append(
@@ -190,7 +229,17 @@ def response_body(reply: Reply, request: dict[str, Any], number: int) -> dict[st
                 "type": "message",
                 "role": "assistant",
                 "status": "completed",
-                "content": [{"type": "output_text", "text": reply.text or "", "annotations": []}],
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": reply.text or "",
+                        "annotations": [],
+                        "logprobs": logprobs_of(
+                            reply.text or "", max(1, reply.chunk_chars), request
+                        )
+                        or [],
+                    }
+                ],
             }
         )
     for index, call in enumerate(reply.tool_calls):
@@ -251,6 +300,7 @@ def response_events(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
             )
             continue
         text = item["content"][0]["text"]
+        tokens = item["content"][0].get("logprobs") or []
         at = {"item_id": item["id"], "output_index": index, "content_index": 0}
         events.append(
             {
@@ -265,12 +315,16 @@ def response_events(reply: Reply, body: dict[str, Any]) -> list[dict[str, Any]]:
                 "type": "response.output_text.delta",
                 **at,
                 "delta": text[i : i + step],
-                "logprobs": [],
+                "logprobs": tokens[n : n + 1],
             }
-            for i in range(0, len(text), step)
+            for n, i in enumerate(range(0, len(text), step))
         ]
-        events.append({"type": "response.output_text.done", **at, "text": text, "logprobs": []})
+        events.append({"type": "response.output_text.done", **at, "text": text, "logprobs": tokens})
         events.append({"type": "response.output_item.done", "output_index": index, "item": item})
     kind = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
     events.append({"type": kind, "response": body})
     return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+def _chat_logprobs(tokens: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    return None if tokens is None else {"content": tokens, "refusal": None}

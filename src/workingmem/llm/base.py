@@ -128,6 +128,10 @@ class Completion:
     """The upstream's whole response as JSON (every choice, logprobs, fields this library does
     not know), for a gateway that hands it on; None when there is none (a stream, the local
     model)."""
+    logprobs: tuple[dict[str, Any], ...] | None = field(default=None, compare=False, repr=False)
+    """The answer's tokens with their log probabilities, as the chat API gives them
+    (``{"token", "logprob", "bytes", "top_logprobs"}``), when the call asked for them
+    (``logprobs``) and the upstream gave them; None otherwise."""
 
 
 @runtime_checkable
@@ -179,6 +183,9 @@ class TextDelta:
 
     text: str
     """The new characters; the pieces joined are `StreamEnd.completion.text`."""
+    logprobs: tuple[dict[str, Any], ...] = ()
+    """The piece's tokens with their log probabilities (`Completion.logprobs`' entries), when
+    the call asked for them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -272,13 +272,13 @@ class OpenAIClient(SdkClient):
         try:
             async for chunk in chunks:
                 try:
-                    text = answer.add(chunk)
+                    text, logprobs = answer.add(chunk)
                 except SHAPE_ERRORS as exc:
                     raise LLMError(
                         f"the upstream's stream has the wrong shape: {root_cause(exc)}"
                     ) from exc
                 if text:
-                    yield TextDelta(text)
+                    yield TextDelta(text, logprobs)
         finally:
             await chunks.close()  # releases the connection, also when the consumer stopped
         yield StreamEnd(answer.completion())
@@ -352,7 +352,19 @@ def _completion(response: Any, model: str) -> Completion:
         finish_reason=choice.get("finish_reason"),
         tool_calls=tuple({k: v for k, v in call.items() if v is not None} for call in calls),
         raw=response,
+        logprobs=token_logprobs(choice),
     )
+
+
+def token_logprobs(choice: Mapping[str, Any]) -> tuple[dict[str, Any], ...] | None:
+    """A choice's (or a chunk's choice's) ``logprobs.content``: None when it has none."""
+    given = choice.get("logprobs")
+    content = given.get("content") if isinstance(given, Mapping) else None
+    if content is None:
+        return None
+    if not isinstance(content, list) or not all(isinstance(t, dict) for t in content):
+        raise TypeError("logprobs.content is not a list of tokens")
+    return tuple(content)
 
 
 @dataclass(slots=True)
@@ -367,20 +379,30 @@ class _StreamedAnswer:
     """``{"id", "name", "arguments"}`` per tool-call index, as far as the deltas went."""
     usage: Usage | None = None
     finish_reason: str | None = None
+    logprobs: list[dict[str, Any]] | None = None
+    """The tokens' log probabilities so far, once a chunk has carried any."""
 
-    def add(self, chunk: Mapping[str, Any]) -> str:
-        """Takes in one chunk (its JSON); returns its new text ("" for none)."""
+    def add(self, chunk: Mapping[str, Any]) -> tuple[str, tuple[dict[str, Any], ...]]:
+        """Takes in one chunk (its JSON); returns its new text ("" for none) and its tokens'
+        log probabilities (none unless the call asked for them)."""
         if self.named_model is None and chunk.get("model"):
             self.named_model = chunk["model"]
         usage = chunk.get("usage")
         if usage is not None:  # the include_usage chunk; some servers send it on each
             self.usage = from_chat(usage)
         text = ""
+        logprobs: tuple[dict[str, Any], ...] = ()
         for choice in chunk.get("choices") or ():
             if choice.get("index") not in (0, None):  # we never ask for n > 1; some omit it
                 continue
             if choice.get("finish_reason") is not None:
                 self.finish_reason = choice["finish_reason"]
+            tokens = token_logprobs(choice)
+            if tokens is not None:
+                logprobs += tokens
+                if self.logprobs is None:
+                    self.logprobs = []
+                self.logprobs.extend(tokens)
             delta = choice.get("delta")
             if delta is None:
                 continue
@@ -393,7 +415,7 @@ class _StreamedAnswer:
                 self._add_tool_call(call)
         if text:
             self.text.append(text)
-        return text
+        return text, logprobs
 
     def _add_tool_call(self, delta: Mapping[str, Any]) -> None:
         """Merges one tool-call delta into its call, found by index.
@@ -444,6 +466,7 @@ class _StreamedAnswer:
             model=self.named_model or self.model,
             finish_reason=self.finish_reason,
             tool_calls=calls,
+            logprobs=tuple(self.logprobs) if self.logprobs is not None else None,
         )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from ..formats import ORIGINAL_KEY
 from ..formats.breakpoints import newest_marks
 from ..formats.compaction import is_ours
-from ..formats.responses import FORMAT, items_of_message
+from ..formats.responses import FORMAT, LOGPROBS, items_of_message
 from ..formats.tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS
@@ -84,7 +84,7 @@ class OpenAIResponsesClient(OpenAIClient):
             async for event in events:
                 kind = event.get("type")
                 if kind == "response.output_text.delta" and event.get("delta"):
-                    yield TextDelta(str(event["delta"]))
+                    yield TextDelta(str(event["delta"]), tuple(event.get("logprobs") or ()))
                 elif kind in ("response.completed", "response.incomplete"):
                     try:
                         final = completion_of(event["response"], model)
@@ -164,6 +164,10 @@ def request_body(
     elif choice is not None:
         body["tool_choice"] = choice
     rest.pop("stream_options", None)
+    if rest.pop("logprobs", None):  # the chat API's ask, in the Responses API's words
+        body["include"].append(LOGPROBS)
+    elif "top_logprobs" in rest:
+        del rest["top_logprobs"]  # the chat API reads it only with logprobs
     return {**rest, **body}
 
 
@@ -174,13 +178,14 @@ def completion_of(response: Any, model: str) -> Completion:
     if response.get("status") == "failed":
         raise LLMError(f"the upstream's response failed: {_failure(response)}")
     texts: list[str] = []
+    logprobs: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     for item in response.get("output") or ():
         kind = item.get("type")
         if kind == "message":
-            texts += [
-                p["text"] for p in item.get("content") or () if p.get("type") == "output_text"
-            ]
+            parts = [p for p in item.get("content") or () if p.get("type") == "output_text"]
+            texts += [p["text"] for p in parts]
+            logprobs += [token for p in parts for token in p.get("logprobs") or ()]
         elif kind == "function_call":
             calls.append(
                 {
@@ -197,6 +202,7 @@ def completion_of(response: Any, model: str) -> Completion:
         finish_reason="tool_calls" if calls else "length" if cut else "stop",
         tool_calls=tuple(calls),
         raw=response,
+        logprobs=tuple(logprobs) if logprobs else None,
     )
 
 

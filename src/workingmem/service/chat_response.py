@@ -6,7 +6,8 @@ When the upstream's response is there (`AskResult.response`), the client gets it
 every choice, logprobs, ``system_fingerprint``, fields this service does not know. Two things
 change: the gateway's agent-memory calls are taken out of the choices (the client never runs
 them), and the usage is the sum over the answer's rounds. Without it (the local model, a host's
-client), the body is built from the result.
+client, an upstream that speaks another API), the body is built from the result, its tokens'
+log probabilities included when the upstream gave them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
                         or None,
                     ),
                     finish_reason=result.finish_reason,
+                    logprobs=(
+                        {"content": list(result.logprobs), "refusal": None}
+                        if result.logprobs is not None
+                        else None
+                    ),
                 )
             ],
             usage=CompletionUsage.of(result.usage),

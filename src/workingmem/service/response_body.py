@@ -15,7 +15,7 @@ from ..llm import Usage
 from ..llm.usage import to_responses
 from .responses_schemas import ResponseCreateRequest
 
-__all__ = ["ResponseInfo", "Status", "response_object"]
+__all__ = ["ResponseInfo", "Status", "response_object", "with_logprobs"]
 
 Status = Literal["in_progress", "completed", "incomplete", "failed"]
 
@@ -71,9 +71,29 @@ def response_object(
         "tool_choice": request.sent("tool_choice") or "auto",
         "tools": [tool.model_dump(mode="json", exclude_unset=True) for tool in request.tools or ()],
         "top_p": 1.0 if request.top_p is None else request.top_p,
+        "top_logprobs": request.top_logprobs,
         "truncation": request.truncation or "disabled",
         "usage": to_responses(usage) if usage is not None else None,
         "user": request.user,
         "safety_identifier": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,
     }
+
+
+def with_logprobs(
+    items: list[dict[str, Any]], tokens: tuple[dict[str, Any], ...] | None
+) -> list[dict[str, Any]]:
+    """The answer's output items with its tokens' log probabilities in its text (a copy): a
+    chat upstream's give them beside the text, a Responses upstream's already in it."""
+    if not tokens:
+        return items
+    out: list[dict[str, Any]] = []
+    given = False
+    for item in items:
+        parts = item.get("content") if item.get("type") == "message" else None
+        if given or not parts or parts[0].get("type") != "output_text" or parts[0].get("logprobs"):
+            out.append(item)
+            continue
+        given = True
+        out.append({**item, "content": [{**parts[0], "logprobs": list(tokens)}, *parts[1:]]})
+    return out

@@ -21,7 +21,7 @@ from contextlib import aclosing
 from typing import Any
 
 from ..gateway import AnswerStream
-from ..llm import Usage
+from ..llm import TextDelta, Usage
 from .disconnect import LastPiece
 from .metrics import Metrics
 from .response_body import ResponseInfo, response_object
@@ -32,7 +32,7 @@ __all__ = ["Finish", "response_events"]
 
 async def response_events(
     stream: AnswerStream,
-    first: str | None,
+    first: TextDelta | None,
     info: ResponseInfo,
     *,
     message_id: str,
@@ -62,6 +62,10 @@ async def response_events(
     opened = False
     pieces: list[str] = []
 
+    def delta(piece: TextDelta) -> bytes:
+        tokens = list(piece.logprobs)
+        return event("response.output_text.delta", **where, delta=piece.text, logprobs=tokens)
+
     def open_message() -> list[bytes]:
         nonlocal opened
         opened = True
@@ -78,16 +82,14 @@ async def response_events(
         try:
             if first is not None:
                 opening += open_message()
-                pieces.append(first)
-                opening.append(
-                    event("response.output_text.delta", **where, delta=first, logprobs=[])
-                )
+                pieces.append(first.text)
+                opening.append(delta(first))
             yield b"".join(opening)
             opening = []
             if first is not None:
-                async for text in stream:
-                    pieces.append(text)
-                    yield event("response.output_text.delta", **where, delta=text, logprobs=[])
+                async for piece in stream.deltas():
+                    pieces.append(piece.text)
+                    yield delta(piece)
             result = stream.result
             assert result is not None, "a stream that ended has its result"
             body = await finish(result)
@@ -112,7 +114,12 @@ async def response_events(
                 part: dict[str, Any] = item["content"][0] if item.get("content") else empty_part
                 whole = part.get("text", "".join(pieces))
                 closing += [
-                    event("response.output_text.done", **where, text=whole, logprobs=[]),
+                    event(
+                        "response.output_text.done",
+                        **where,
+                        text=whole,
+                        logprobs=part.get("logprobs") or [],
+                    ),
                     event("response.content_part.done", **where, part=part),
                     event("response.output_item.done", output_index=index, item=item),
                 ]

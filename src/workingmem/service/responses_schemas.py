@@ -17,9 +17,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
-from ..formats.responses import is_reference
+from ..formats.responses import LOGPROBS, is_reference
 from ..messages import MAX_PARTS
-from .chat_schemas import Metadata, ResponseFormatJSONObject, ResponseFormatText, Tokens
+from .chat_schemas import (
+    Metadata,
+    ResponseFormatJSONObject,
+    ResponseFormatText,
+    Tokens,
+    TopLogprobs,
+)
 from .params import ID_SCHEMA
 from .wire import Id, LongText, NotFunction, OpenShape, type_is
 
@@ -348,6 +354,11 @@ class ResponseCreateRequest(ResponseInputRequest):
     """OpenAI's prompt-cache settings: an upstream that speaks OpenAI's APIs gets them."""
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = None
     include: Annotated[list[str], Field(max_length=16)] | None = None
+    """``message.output_text.logprobs`` asks for the answer's tokens with their log
+    probabilities; the others are what the gateway gives anyway (it keeps reasoning items
+    whole) or what it has not (server tools' outputs)."""
+    top_logprobs: TopLogprobs | None = None
+    """The likeliest tokens given at each position, with the logprobs ``include`` asks for."""
     background: Literal[False] | None = None
     """Background responses are not served."""
     prompt: StoredPrompt | None = None
@@ -356,6 +367,11 @@ class ResponseCreateRequest(ResponseInputRequest):
     context_management: Annotated[list[ContextManagement], Field(max_length=8)] | None = None
     """Server-side compaction: a client that resends its history gets a compaction item to
     send in place of what came before it."""
+
+    @property
+    def wants_logprobs(self) -> bool:
+        """Whether the answer's output text carries its tokens' log probabilities."""
+        return LOGPROBS in (self.include or ())
 
 
 class ConversationCreateRequest(BaseModel):

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream, AskResult
-from ..llm import NativeEvent, Usage
+from ..llm import NativeEvent, TextDelta, Usage
 from ..llm.usage import to_chat
 from .disconnect import LastPiece
 from .errors import ApiError, error_body, map_error
@@ -49,11 +49,11 @@ class StreamInfo:
     include_usage: bool
 
 
-async def first_piece(stream: AnswerStream) -> str | None:
+async def first_piece(stream: AnswerStream) -> TextDelta | None:
     """Waits for the first piece of the answer (None: the answer is empty), so that a failure
     before it (a bad request, the upstream's 429) is answered as a plain HTTP error."""
     try:
-        return await anext(aiter(stream))
+        return await anext(stream.deltas())
     except StopAsyncIteration:
         return None
 
@@ -94,7 +94,7 @@ def _event(payload: dict[str, Any]) -> bytes:
 
 async def answer_events(
     stream: AnswerStream,
-    first: str | None,
+    first: TextDelta | None,
     info: StreamInfo,
     metrics: Metrics,
     keep: Finish | None = None,
@@ -103,14 +103,19 @@ async def answer_events(
     `keep` stores the whole answer (a completion kept with ``store: true``) before the stream
     ends; its failure is the stream's."""
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    def chunk(
+        delta: dict[str, Any],
+        finish_reason: str | None = None,
+        tokens: tuple[dict[str, Any], ...] = (),
+    ) -> dict[str, Any]:
+        logprobs = {"content": list(tokens), "refusal": None} if tokens else None
         body: dict[str, Any] = {
             "id": info.completion_id,
             "object": "chat.completion.chunk",
             "created": info.created,
             "model": info.model,
             "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+                {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
             ],
         }
         if info.include_usage:
@@ -120,12 +125,12 @@ async def answer_events(
     async with aclosing(stream):
         opening = [_event(chunk({"role": "assistant", "content": ""}))]
         if first is not None:
-            opening.append(_event(chunk({"content": first})))
+            opening.append(_event(chunk({"content": first.text}, tokens=first.logprobs)))
         yield b"".join(opening)
         if first is not None:
             try:
-                async for text in stream:
-                    yield _event(chunk({"content": text}))
+                async for piece in stream.deltas():
+                    yield _event(chunk({"content": piece.text}, tokens=piece.logprobs))
             except Exception as exc:
                 yield _error_event(stream_failure(exc))
                 return

@@ -31,7 +31,7 @@ from ...formats import carrying
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
 from ...formats.responses_chat import answer_turn, chat_options, chat_tools, native_output, new_id
 from ...gateway import AnswerStream, AskResult, Gateway
-from ...llm import Completion
+from ...llm import Completion, TextDelta
 from ...messages import check_id, same
 from ...stores.responses import ResponseStore, StoredResponse
 from ...types import Message, MessageIn, NativeItem
@@ -46,7 +46,7 @@ from ..params import (
     ResponseIdPath,
     thread_header,
 )
-from ..response_body import ResponseInfo, response_object
+from ..response_body import ResponseInfo, response_object, with_logprobs
 from ..response_events import response_events
 from ..response_items import list_items, open_calls_before, with_references
 from ..responses_schemas import (
@@ -414,7 +414,7 @@ async def create_response(
 
     if body.stream:
 
-        async def started(on: _Target) -> tuple[AnswerStream, str | None]:
+        async def started(on: _Target) -> tuple[AnswerStream, TextDelta | None]:
             stream = gateway.ask_stream(**ask, thread_id=on.thread_id, expect_turns=on.expect_turns)
             return stream, await first_piece(stream)
 
@@ -466,6 +466,10 @@ def _options(body: ResponseCreateRequest, *, native: bool) -> dict[str, Any]:
     )
     sent = body.model_dump(exclude_unset=True)
     options.update({name: sent[name] for name in FORWARDED if sent.get(name) is not None})
+    if body.wants_logprobs:  # asked as the chat API asks (a Responses upstream's client converts)
+        options["logprobs"] = True
+        if body.top_logprobs is not None:
+            options["top_logprobs"] = body.top_logprobs
     if body.prompt is not None:
         options["prompt"] = body.prompt.model_dump(exclude_none=True)
     user = body.safety_identifier or body.user
@@ -486,7 +490,10 @@ async def _finish(
     """The response object of an answer, stored as a record unless ``store: false``; a
     server-side compaction item after the answer's items."""
     answer = result.turns[-1]
-    output = [*((answer.in_format(FORMAT) or {}).get("items") or []), *compacted]
+    items = (answer.in_format(FORMAT) or {}).get("items") or []
+    if info.request.wants_logprobs:
+        items = with_logprobs(items, result.logprobs)
+    output = [*items, *compacted]
     incomplete = result.finish_reason == "length"
     body = response_object(
         info,
