@@ -1,6 +1,8 @@
 """A Responses request's input when it continues a response or a conversation: new items only
 (OpenAI's contract), even where they repeat what the thread holds, and ``item_reference``
-items, which stand for an item of that thread. Real SDK, real HTTP, the scripted upstream."""
+items, which stand for an item of that thread, else for the tenant's item wherever it is (a
+request that names no thread: a client that resends its history with references to the answers
+it was given, as the AI SDK does). Real SDK, real HTTP, the scripted upstream."""
 
 from __future__ import annotations
 
@@ -123,11 +125,8 @@ def test_a_reference_to_an_item_the_thread_lacks_is_not_found_and_stores_nothing
     with pytest.raises(openai.BadRequestError) as bad:
         client.responses.create(model="answer-model", previous_response_id=first.id, input=empty)
     assert bad.value.response.json()["error"]["param"] == "input[0].id"
-    # with no thread to continue, no item can be named
-    fresh: Any = [{"type": "item_reference", "id": answer}, {"role": "user", "content": "?"}]
-    with pytest.raises(openai.NotFoundError):
-        client.responses.create(model="answer-model", input=fresh)
     assert len(turns(api, thread)) == 2
+    fresh: Any = [{"type": "item_reference", "id": answer}, {"role": "user", "content": "?"}]
     other = create_key(database_url, "someone-else", "tests").secret
     with openai.OpenAI(base_url=f"{service.url}/v1", api_key=other, max_retries=0) as stranger:
         theirs = stranger.conversations.create()
@@ -144,3 +143,66 @@ def test_a_reference_to_an_item_the_thread_lacks_is_not_found_and_stores_nothing
         == nope.value.response.json()["error"]["code"]
     )
     assert foreign.value.message == nope.value.message.replace("msg_nope", answer)
+
+
+def test_a_history_resent_with_references_to_its_answers_continues_its_thread(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """The AI SDK on the Responses API, with no thread id: it resends the conversation, each
+    answer it was given as a reference to the stored item."""
+    history: list[Any] = [{"role": "user", "content": "I live in Lyon."}]
+    first, thread = thread_of(client, input=history)
+    for question in ("I am Ada.", "Where do I live?"):
+        history += [{"type": "item_reference", "id": item.id} for item in first.output] + [
+            {"role": "user", "content": question}
+        ]
+        first, again = thread_of(client, input=history)
+        assert again == thread
+
+    assert sent(upstream)[-3:] == [
+        ("user", "I am Ada."),
+        ("assistant", "You said: I am Ada."),
+        ("user", "Where do I live?"),
+    ]
+    assert [t["content"] for t in turns(api, thread)] == [
+        "I live in Lyon.",
+        "You said: I live in Lyon.",
+        "I am Ada.",
+        "You said: I am Ada.",
+        "Where do I live?",
+        "You said: Where do I live?",
+    ]
+
+
+def test_a_reference_names_an_item_of_another_thread_of_the_tenant(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    elsewhere, _ = thread_of(client, input="My budget is 4,000 euros.")
+    budget = elsewhere.output[0].id
+    _, thread = thread_of(client, input="Plan a trip.", extra_headers={"X-Thread-Id": "trip"})
+
+    reference: Any = [{"type": "item_reference", "id": budget}, {"role": "user", "content": "Ok?"}]
+    thread_of(client, input=reference, extra_headers={"X-Thread-Id": "trip"})
+
+    assert sent(upstream)[-2:] == [
+        ("assistant", "You said: My budget is 4,000 euros."),
+        ("user", "Ok?"),
+    ]
+    assert [t["content"] for t in turns(api, thread)][-3:] == [
+        "You said: My budget is 4,000 euros.",
+        "Ok?",
+        "You said: Ok?",
+    ]
+
+
+def test_a_reference_to_an_item_with_a_nul_in_its_text_is_found_in_its_thread(
+    client: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """PostgreSQL's index leaves such an item out; the thread is read for it instead."""
+    own: Any = [{"id": "msg_own", "type": "message", "role": "user", "content": "nul \u0000 here"}]
+    thread_of(client, input=own, extra_headers={"X-Thread-Id": "nul"})
+
+    again: Any = [{"type": "item_reference", "id": "msg_own"}, {"role": "user", "content": "?"}]
+    thread_of(client, input=again, extra_headers={"X-Thread-Id": "nul"})
+
+    assert sent(upstream)[-2:] == [("user", "nul \u0000 here"), ("user", "?")]

@@ -5,13 +5,15 @@ first load after an upgrade counts nothing again, and the turns stored before th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import workingmem as wm
 from tests.conftest import postgres_url
-from workingmem.stores import ResponseStore
+from workingmem.stores import ItemIndex, ItemPlace, ResponseStore
 from workingmem.stores.migrations import load_migrations
 
 OWN = "tiktoken:o200k_base"
@@ -100,14 +102,15 @@ async def test_counts_stored_before_they_moved_into_the_turns_are_kept(tmp_path:
     assert left == [(OTHER,)]  # the first tokenizer's rows moved, not copied
 
 
-async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) -> None:
-    """The same on PostgreSQL, in a schema of its own laid out as migration 7 left it."""
+@contextlib.asynccontextmanager
+async def _postgres_at(tenant: str, version: int) -> AsyncIterator[str]:
+    """The URL of a PostgreSQL schema of its own, laid out as migrations 1..`version` left it;
+    dropped after."""
     import psycopg
 
-    schema = f"m7_{tenant.replace('-', '_')}"
+    schema = f"m{version}_{tenant.replace('-', '_')}"
     base = postgres_url()
     url = f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}"
-    stamp = "2026-01-01T00:00:00+00:00"
     async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
         await admin.execute(f"CREATE SCHEMA {schema}")
     try:
@@ -117,7 +120,7 @@ async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) ->
                 "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
             )
             for migration in load_migrations("postgres"):
-                if migration.version > 7:
+                if migration.version > version:
                     break
                 for statement in migration.statements:
                     await db.execute(statement)
@@ -125,6 +128,19 @@ async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) ->
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                     (migration.version, migration.name),
                 )
+        yield url
+    finally:
+        async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+            await admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) -> None:
+    """The same on PostgreSQL, in a schema of its own laid out as migration 7 left it."""
+    import psycopg
+
+    stamp = "2026-01-01T00:00:00+00:00"
+    async with _postgres_at(tenant, 7) as url:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
             await db.execute(
                 "INSERT INTO threads (tenant_id, thread_id, turn_count, last_unit_seq, "
                 "tokenizers, created_at, updated_at) VALUES ('t', 'th', 2, 2, %s, %s, %s)",
@@ -152,9 +168,6 @@ async def test_postgres_counts_stored_before_they_moved_are_kept(tenant: str) ->
         assert moved == [(1, 101, 101), (2, 102, 203)]  # and summed (migration 13)
         assert summed == [(203,)]
         assert left == [(OTHER,)]
-    finally:
-        async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
-            await admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 async def test_turns_indexed_when_they_were_appended_stay_found(tmp_path: Path) -> None:
@@ -205,3 +218,49 @@ def test_each_dialects_migrations_are_numbered_one_by_one() -> None:
     for dialect in ("sqlite", "postgres"):
         versions = [migration.version for migration in load_migrations(dialect)]
         assert versions == list(range(1, len(versions) + 1)), dialect
+
+
+async def test_items_stored_before_their_index_are_found(tmp_path: Path) -> None:
+    """Migration 15 indexes the items of the turns stored before it."""
+    path = tmp_path / "memory.db"
+    _database_at(path, 14)
+    stamp = "2026-01-01T00:00:00+00:00"
+    item = {"items": [{"id": "msg_old", "type": "message", "role": "assistant", "content": []}]}
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute(
+            "INSERT INTO threads (id, tenant_id, thread_id, turn_count, last_unit_seq, "
+            "tokenizers, created_at, updated_at) VALUES (1, 't', 'th', 1, 1, '[]', ?, ?)",
+            (stamp, stamp),
+        )
+        db.execute(
+            "INSERT INTO turns (thread_pk, seq, unit_seq, role, message, created_at, format, "
+            "item) VALUES (1, 1, 1, 'assistant', ?, ?, 'openai.responses', ?)",
+            (json.dumps({"role": "assistant", "content": ""}), stamp, json.dumps(item)),
+        )
+    async with await wm.open_store(f"sqlite:///{path}") as store:
+        assert isinstance(store, ItemIndex)
+        found = await store.find_item(tenant_id="t", item_id="msg_old")
+    assert found == ItemPlace("th", 1)
+
+
+async def test_postgres_items_stored_before_their_index_are_found(tenant: str) -> None:
+    """Migration 16 indexes the items of the turns stored before it, on PostgreSQL."""
+    import psycopg
+
+    item = {"items": [{"id": "msg_old", "type": "message"}, {"type": "message"}]}
+    async with _postgres_at(tenant, 15) as url:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as db:
+            await db.execute(
+                "INSERT INTO threads (tenant_id, thread_id, turn_count, last_unit_seq, "
+                "tokenizers, created_at, updated_at) VALUES ('t', 'th', 1, 1, '[]', now(), now())"
+            )
+            await db.execute(
+                "INSERT INTO turns (thread_pk, seq, unit_seq, role, message, created_at, format, "
+                "item) SELECT id, 1, 1, 'assistant', %s, now(), 'openai.responses', %s "
+                "FROM threads",
+                (json.dumps({"role": "assistant", "content": ""}), json.dumps(item)),
+            )
+        async with await wm.open_store(url) as store:
+            assert isinstance(store, ItemIndex)
+            found = await store.find_item(tenant_id="t", item_id="msg_old")
+    assert found == ItemPlace("th", 1)

@@ -24,6 +24,7 @@ from ..formats.responses import OPEN_UNIT_READ, is_reference, items_of, open_cal
 from ..messages import check_id
 from ..placement import visible_turns
 from ..stores.base import TurnStore
+from ..stores.items import ItemIndex, ItemPlace
 from ..types import Turn
 
 __all__ = [
@@ -228,9 +229,11 @@ async def with_references(
     last: int | None = None,
 ) -> list[dict[str, Any]]:
     """The items, each ``item_reference`` replaced by the item it names as it was stored: an
-    item of `thread_id` (the thread the request continues, up to turn `last`). A reference to
-    an item the thread does not have (or with no thread) is a `NotFoundError` for the item,
-    whichever tenant has it; an id that could be no item's (empty, say) a `ValidationError`."""
+    item of `thread_id` (the thread the request continues, up to turn `last`), else of any of
+    the tenant's threads (`ItemIndex`: a request that names no thread, or another thread's
+    item). A reference to an item the tenant does not have is a `NotFoundError` for the item,
+    whichever other tenant has it; an id that could be no item's (empty, say) a
+    `ValidationError`."""
     if not any(is_reference(item) for item in items):
         return list(items)
     if thread_id is not None and last is None:  # read once, not once a reference
@@ -246,16 +249,54 @@ async def with_references(
             resolved.append(item)
             continue
         item_id = check_id(f"input[{place}].id", item.get("id"))
-        if thread_id is None:
-            raise NotFoundError("item", item_id)
+        resolved.append(await _referenced(store, tenant_id, thread_id, item_id, last))
+    return resolved
+
+
+async def _referenced(
+    store: TurnStore, tenant_id: str, thread_id: str | None, item_id: str, last: int | None
+) -> dict[str, Any]:
+    """The item of that id as it was stored: the thread's (through turn `last`), else wherever
+    the tenant keeps it; a `NotFoundError` for the item (not for a thread) when the tenant has
+    none. The index (`ItemIndex`) answers in one read however long the thread; the thread is
+    read back only for what the index cannot hold (an id that says where the item is,
+    ``msg_wm12_0``; an item its store could not index) or when the store has no index."""
+    index = store if isinstance(store, ItemIndex) else None
+    if thread_id is not None:
+        if index is not None and not _POSITION.match(item_id):
+            place = await index.find_item(
+                tenant_id=tenant_id, item_id=item_id, thread_id=thread_id, through_seq=last
+            )
+            found = await _item_at(store, tenant_id, place, item_id)
+            if found is not None:
+                return found
         try:
-            _, _, found = await stored_item(
+            _, _, item = await stored_item(
                 store, tenant_id=tenant_id, thread_id=thread_id, item_id=item_id, last=last
             )
-        except NotFoundError as exc:  # the thread's, too: the reference names an item
-            raise NotFoundError("item", item_id) from exc
-        resolved.append(found)
-    return resolved
+        except NotFoundError:
+            pass
+        else:
+            return item
+    if index is not None:
+        place = await index.find_item(tenant_id=tenant_id, item_id=item_id)
+        found = await _item_at(store, tenant_id, place, item_id)
+        if found is not None:
+            return found
+    raise NotFoundError("item", item_id)
+
+
+async def _item_at(
+    store: TurnStore, tenant_id: str, place: ItemPlace | None, item_id: str
+) -> dict[str, Any] | None:
+    """The item in the turn the index placed it in; None for no place, or a turn gone since."""
+    if place is None:
+        return None
+    try:
+        turn, at = await _find(store, tenant_id, place.thread_id, item_id, place.seq, place.seq)
+    except NotFoundError:
+        return None
+    return items_of(turn)[at]
 
 
 async def open_calls_before(

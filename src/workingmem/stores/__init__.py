@@ -28,6 +28,7 @@ from .base import (
     TurnStore,
 )
 from .completions import CompletionStore
+from .items import ItemIndex, ItemPlace
 from .records import KeptRecords, RecordStore
 from .responses import ResponseStore
 from .sql import SQLStore
@@ -41,6 +42,8 @@ __all__ = [
     "AskLockStore",
     "Claim",
     "CompletionStore",
+    "ItemIndex",
+    "ItemPlace",
     "KeptRecords",
     "MemoryStateStore",
     "PooledStore",

@@ -20,6 +20,7 @@ from ._dialect import Dialect
 from ._known import KnownThreads
 from ._sql_completions import SQLCompletions
 from ._sql_documents import SQLDocuments
+from ._sql_items import SQLItems
 from ._sql_keys import SQLKeys
 from ._sql_records import SQLRecords
 from ._sql_responses import SQLResponses
@@ -30,10 +31,17 @@ __all__ = ["SQLStore"]
 
 
 class SQLStore(
-    SQLThreads, SQLStates, SQLDocuments, SQLKeys, SQLResponses, SQLCompletions, SQLRecords
+    SQLThreads,
+    SQLStates,
+    SQLDocuments,
+    SQLKeys,
+    SQLResponses,
+    SQLCompletions,
+    SQLRecords,
+    SQLItems,
 ):
     """A `Store` (threads, memory states, documents, API keys, stored responses, stored chat
-    completions) on one SQL database, and a `RecordStore`."""
+    completions) on one SQL database, a `RecordStore` and an `ItemIndex`."""
 
     def __init__(self, dialect: Dialect) -> None:
         self._dialect = dialect
