@@ -12,6 +12,9 @@ longer works fails CI.
 - ``bash`` (``sh``, ``shell``, ``console``) blocks: every ``workingmem`` command in them
   parses, options and values included.
 - ``json`` blocks parse; an MCP host's configuration starts a ``workingmem`` command that parses.
+- ``javascript`` blocks run in Node.js beside the AI SDK the client test installs
+  (``tests/clients/ai-sdk``), against the gateway served as for Python; ``//>`` lines are what
+  they must print.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import dataclasses
 import json
 import re
 import shlex
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,7 @@ from workingmem.llm.testing import ScriptedResponse, ScriptedUpstream, echo
 from workingmem.service import ServiceSettings, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
+AI_SDK = ROOT / "tests" / "clients" / "ai-sdk"
 PAGES = [ROOT / "README.md", ROOT / "docs"]
 GATEWAY_ADDRESS = "127.0.0.1:8080"
 """Where the examples say the gateway is (`workingmem serve`'s default port)."""
@@ -176,3 +182,35 @@ def test_the_json_example_parses(block: str) -> None:
             continue
         assert Path(server["command"]).name == "workingmem"
         parse(server["args"])
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (AI_SDK / "node_modules" / "ai").is_dir(),
+    reason="the JavaScript examples need Node.js and `npm ci` in tests/clients/ai-sdk",
+)
+@pytest.mark.parametrize("block", _examples("javascript"))
+def test_the_javascript_example_runs(
+    block: str, upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    settings = ServiceSettings(
+        database_url=f"sqlite:///{tmp_path / 'gateway.db'}",
+        upstream_base_url=upstream.base_url,
+        upstream_api_key="unused",
+    )
+    program = AI_SDK / f"example-{tmp_path.name}.mjs"
+    with LiveServer(create_app(settings)) as gateway:
+        program.write_text(block.replace(GATEWAY_ADDRESS, f"127.0.0.1:{gateway.port}"))
+        try:
+            ran = subprocess.run(
+                ["node", program.name],
+                cwd=AI_SDK,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        finally:
+            program.unlink()
+    assert ran.returncode == 0, ran.stderr
+    expected = [line.removeprefix("//> ") for line in block.splitlines() if line.startswith("//>")]
+    assert ran.stdout.splitlines() == expected
