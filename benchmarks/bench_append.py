@@ -1,5 +1,6 @@
 """Appending to a thread: one message and a batch of 100, SQLite and PostgreSQL, beside
-openai-agents' `SQLiteSession.add_items` (which counts no tokens and checks no units).
+openai-agents' `SQLiteSession.add_items` (which counts no tokens and checks no units), and the
+same turns stored as the Responses API's items (each with its id, which the item index keeps).
 
     scripts/with-postgres .venv/bin/python benchmarks/bench_append.py
     .venv/bin/python benchmarks/bench_append.py --repeat 50      # SQLite only
@@ -55,7 +56,35 @@ class Feed:
         return taken
 
 
-async def our_append(store: wm.ThreadStore, feed: Feed) -> Append:
+def as_items(messages: list[Message]) -> list[wm.NativeItem]:
+    """The messages as the Responses route stores them: each its item, with an id of its own."""
+    return [
+        wm.NativeItem(
+            format="openai.responses",
+            item={
+                "items": [
+                    {
+                        "id": f"msg_{uuid.uuid4().hex}",
+                        "type": "message",
+                        "role": message["role"],
+                        "content": [
+                            {
+                                "type": "output_text"
+                                if message["role"] == "assistant"
+                                else "input_text",
+                                "text": message["content"],
+                            }
+                        ],
+                    }
+                ]
+            },
+            message=message,
+        )
+        for message in messages
+    ]
+
+
+async def our_append(store: wm.ThreadStore, feed: Feed, *, items: bool = False) -> Append:
     tenant, thread = "bench", f"append-{uuid.uuid4().hex[:8]}"
     await store.append(tenant_id=tenant, thread_id=thread, messages=feed.take(START_TURNS))
     await store.read_tail(
@@ -63,7 +92,8 @@ async def our_append(store: wm.ThreadStore, feed: Feed) -> Append:
     )
 
     async def append(messages: list[Message]) -> Any:
-        return await store.append(tenant_id=tenant, thread_id=thread, messages=messages)
+        given: list[Any] = as_items(messages) if items else messages
+        return await store.append(tenant_id=tenant, thread_id=thread, messages=given)
 
     return append
 
@@ -100,10 +130,14 @@ async def run(args: argparse.Namespace, messages: list[Message]) -> dict[str, di
         sqlite = await wm.open_store(str(Path(folder) / "memory.db"))
         stores.append(sqlite)
         contenders["ours, SQLite"] = await our_append(sqlite, feed)
+        contenders["ours, SQLite, Responses items"] = await our_append(sqlite, feed, items=True)
         if args.postgres:
             postgres = await wm.open_store(args.postgres)
             stores.append(postgres)
             contenders["ours, PostgreSQL"] = await our_append(postgres, feed)
+            contenders["ours, PostgreSQL, Responses items"] = await our_append(
+                postgres, feed, items=True
+            )
         contenders["Agents SQLiteSession"] = await agents_append(Path(folder), feed)
         samples: dict[str, dict[int, list[int]]] = {name: {1: [], BATCH: []} for name in contenders}
         for round_ in range(args.repeat + 5):
@@ -130,8 +164,12 @@ def report(samples: dict[str, dict[int, list[int]]]) -> None:
         )
 
     print(f"| ours SQLite / Agents SQLiteSession | {ratio(ours_sqlite, agents)} |")
+    items = samples["ours, SQLite, Responses items"]
+    print(f"| ours SQLite, Responses items / chat messages | {ratio(items, ours_sqlite)} |")
     if postgres:
         print(f"| ours PostgreSQL / ours SQLite | {ratio(postgres, ours_sqlite)} |")
+        pg_items = samples["ours, PostgreSQL, Responses items"]
+        print(f"| ours PostgreSQL, Responses items / chat messages | {ratio(pg_items, postgres)} |")
     print("\n## Milliseconds per append, median (p95)\n")
     print("| contender | 1 message | batch of 100 |\n| --- | --- | --- |")
     for name, by_count in samples.items():
