@@ -1,9 +1,10 @@
 """The AI SDK (Vercel's, for TypeScript) as a client of the gateway, over real HTTP: the app keeps
 its conversation and resends it whole with no thread id, the SDK runs the app's tool between an
-answer's steps, the last answer streams. On the Responses API the SDK refers to the answers it
-was given by their ids (``item_reference``): the conversation is still one thread, every turn
-stored once. The SDK runs in Node.js from ``tests/clients/ai-sdk`` (``npm ci`` there, as
-``scripts/install dev`` does)."""
+answer's steps, the last answer streams; on the Responses API (the SDK's default OpenAI model),
+Chat Completions, and Anthropic's Messages (its Anthropic provider). On the Responses API the
+SDK refers to the answers it was given by their ids (``item_reference``): the conversation is
+still one thread, every turn stored once. The SDK runs in Node.js from ``tests/clients/ai-sdk``
+(``npm ci`` there, as ``scripts/install dev`` does)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def weather_model(request: dict[str, Any]) -> Reply:
     return Reply(f"You said: {said(last)}")
 
 
-@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("api", ["responses", "chat", "anthropic"])
 def test_an_ai_sdk_conversation_resent_whole_is_one_thread(
     api: str, database_url: str, upstream: ScriptedUpstream, tenant: str
 ) -> None:
