@@ -362,3 +362,32 @@ async def test_with_nothing_configured_the_error_says_what_to_set(
     message = str(caught.value)
     assert "no OPENAI_API_KEY or OPENAI_BASE_URL is set" in message
     assert "LocalModelClient()" in message
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [
+        {"content": [{"token": "Hi", "logprob": -0.1, "bytes": [72, 105], "top_logprobs": []}]},
+        {"tokens": ["Hi"], "token_logprobs": [-0.1]},  # the legacy completions' shape
+        {"content": "Hi"},
+        None,
+    ],
+)
+async def test_logprobs_are_the_chat_api_s_or_none(
+    upstream: ScriptedUpstream, client: OpenAIClient, logprobs: object
+) -> None:
+    """An answer's logprobs in the chat API's shape come back; a server's own shape is no
+    reason to fail the answer."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": "Hi"}, "logprobs": logprobs}
+    body = {
+        "object": "chat.completion",
+        "model": "cheap",
+        "choices": [{**choice, "finish_reason": "stop"}],
+    }
+    upstream.push(RawBody(json.dumps(body)))
+
+    completion = await complete(client, options={"logprobs": True})
+
+    assert completion.text == "Hi"
+    given = logprobs.get("content") if isinstance(logprobs, dict) else None
+    assert completion.logprobs == (tuple(given) if isinstance(given, list) else None)

@@ -357,13 +357,12 @@ def _completion(response: Any, model: str) -> Completion:
 
 
 def token_logprobs(choice: Mapping[str, Any]) -> tuple[dict[str, Any], ...] | None:
-    """A choice's (or a chunk's choice's) ``logprobs.content``: None when it has none."""
+    """A choice's (or a chunk's choice's) ``logprobs.content``: None when it has none, or none
+    in the chat API's shape (a server's own shape is not worth failing the answer for)."""
     given = choice.get("logprobs")
     content = given.get("content") if isinstance(given, Mapping) else None
-    if content is None:
-        return None
     if not isinstance(content, list) or not all(isinstance(t, dict) for t in content):
-        raise TypeError("logprobs.content is not a list of tokens")
+        return None
     return tuple(content)
 
 
