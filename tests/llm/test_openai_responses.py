@@ -168,3 +168,34 @@ async def test_a_stream_that_fails_or_breaks_off_is_an_llm_error(
     with pytest.raises(LLMError):
         async for _ in client.stream(model="m", messages=MESSAGES[1:2], meta=META):
             pass
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (
+            [{"token": "Hi", "logprob": -0.1, "top_logprobs": []}],
+            ({"token": "Hi", "logprob": -0.1, "top_logprobs": []},),
+        ),
+        ({"token": "Hi"}, None),
+        (["Hi"], None),
+    ],
+)
+async def test_an_answer_s_logprobs_are_a_list_of_tokens_or_none(
+    client: OpenAIResponsesClient, upstream: ScriptedUpstream, given: object, expected: object
+) -> None:
+    """The chat API's `logprobs` ask is the Responses API's `include`; what comes back in
+    another shape leaves the answer without logprobs, not failed."""
+    text = {"type": "output_text", "text": "Hi", "annotations": [], "logprobs": given}
+    body = {"object": "response", "output": [{"type": "message", "content": [text]}]}
+    upstream.push(RawBody(json.dumps(body)))
+
+    completion = await client.complete(
+        model="m", messages=MESSAGES[1:2], meta=META, options={"logprobs": True, "top_logprobs": 1}
+    )
+
+    assert (completion.text, completion.logprobs) == ("Hi", expected)
+    sent = upstream.requests[-1]
+    assert "message.output_text.logprobs" in sent["include"]
+    assert sent["top_logprobs"] == 1
+    assert "logprobs" not in sent

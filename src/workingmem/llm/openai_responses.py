@@ -84,7 +84,7 @@ class OpenAIResponsesClient(OpenAIClient):
             async for event in events:
                 kind = event.get("type")
                 if kind == "response.output_text.delta" and event.get("delta"):
-                    yield TextDelta(str(event["delta"]), tuple(event.get("logprobs") or ()))
+                    yield TextDelta(str(event["delta"]), _tokens(event.get("logprobs")))
                 elif kind in ("response.completed", "response.incomplete"):
                     try:
                         final = completion_of(event["response"], model)
@@ -171,6 +171,13 @@ def request_body(
     return {**rest, **body}
 
 
+def _tokens(logprobs: object) -> tuple[dict[str, Any], ...]:
+    """An output text's (or a text delta's) ``logprobs``: none unless a list of tokens."""
+    if not isinstance(logprobs, list) or not all(isinstance(t, dict) for t in logprobs):
+        return ()
+    return tuple(logprobs)
+
+
 def completion_of(response: Any, model: str) -> Completion:
     """A Response object's JSON as our `Completion` (``raw``: the whole response)."""
     if not isinstance(response, dict) or response.get("object", "response") != "response":
@@ -185,7 +192,7 @@ def completion_of(response: Any, model: str) -> Completion:
         if kind == "message":
             parts = [p for p in item.get("content") or () if p.get("type") == "output_text"]
             texts += [p["text"] for p in parts]
-            logprobs += [token for p in parts for token in p.get("logprobs") or ()]
+            logprobs += [token for p in parts for token in _tokens(p.get("logprobs"))]
         elif kind == "function_call":
             calls.append(
                 {
