@@ -10,9 +10,9 @@ a thread and what a reset forgot.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .context import AssembledContext, AssemblyWarning
 from .llm import NativeEvent, TextDelta, Usage
@@ -20,6 +20,8 @@ from .tokens._recent import counting_for
 from .types import Strategy, Thread, Turn, WorkingMemoryState
 
 __all__ = ["AnswerStream", "AskResult", "ResetResult", "ThreadMemory"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +134,15 @@ class AnswerStream:
 
     def deltas(self) -> AsyncIterator[TextDelta]:
         """The text's pieces with their tokens' log probabilities (`TextDelta`)."""
-        return _Deltas(self)
+        return _Pieces(self._next_delta)
 
     def events(self) -> AsyncIterator[str | NativeEvent]:
         """The text and the upstream's `NativeEvent`, in the order they came."""
-        return _Events(self)
+        return _Pieces(self._next_event)
+
+    async def _next_event(self) -> str | NativeEvent:
+        piece = await self._step()
+        return piece.text if isinstance(piece, TextDelta) else piece
 
     async def _next_delta(self) -> TextDelta:
         while True:
@@ -155,28 +161,15 @@ class AnswerStream:
         await self._chunks.aclose()
 
 
-class _Events:
-    """`AnswerStream.events`: every piece, text or not, of the one stream."""
+class _Pieces(Generic[T]):
+    """An iterator over the one stream (`AnswerStream.deltas`, `.events`): each piece as the
+    stream's `step` gives it; closing the stream is the stream's own."""
 
-    def __init__(self, stream: AnswerStream) -> None:
-        self._stream = stream
+    def __init__(self, step: Callable[[], Awaitable[T]]) -> None:
+        self._step = step
 
-    def __aiter__(self) -> _Events:
+    def __aiter__(self) -> _Pieces[T]:
         return self
 
-    async def __anext__(self) -> str | NativeEvent:
-        piece = await self._stream._step()
-        return piece.text if isinstance(piece, TextDelta) else piece
-
-
-class _Deltas:
-    """`AnswerStream.deltas`: the text's pieces of the one stream, as they came."""
-
-    def __init__(self, stream: AnswerStream) -> None:
-        self._stream = stream
-
-    def __aiter__(self) -> _Deltas:
-        return self
-
-    async def __anext__(self) -> TextDelta:
-        return await self._stream._next_delta()
+    async def __anext__(self) -> T:
+        return await self._step()

@@ -357,13 +357,18 @@ def _completion(response: Any, model: str) -> Completion:
 
 
 def token_logprobs(choice: Mapping[str, Any]) -> tuple[dict[str, Any], ...] | None:
-    """A choice's (or a chunk's choice's) ``logprobs.content``: None when it has none, or none
-    in the chat API's shape (a server's own shape is not worth failing the answer for)."""
+    """A choice's (or a chunk's choice's) ``logprobs.content``: None when it has none."""
     given = choice.get("logprobs")
-    content = given.get("content") if isinstance(given, Mapping) else None
-    if not isinstance(content, list) or not all(isinstance(t, dict) for t in content):
+    return logprob_tokens(given.get("content") if isinstance(given, Mapping) else None)
+
+
+def logprob_tokens(tokens: object) -> tuple[dict[str, Any], ...] | None:
+    """Tokens with their log probabilities (a chat choice's ``logprobs.content``, a Responses
+    output text's ``logprobs``): None unless a list of them (a server's own shape is not
+    worth failing the answer for)."""
+    if not isinstance(tokens, list) or not all(isinstance(t, dict) for t in tokens):
         return None
-    return tuple(content)
+    return tuple(tokens)
 
 
 @dataclass(slots=True)

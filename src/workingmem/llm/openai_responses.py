@@ -28,7 +28,7 @@ from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS
 from ._text import shortened
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta
-from .openai_client import OpenAIClient
+from .openai_client import OpenAIClient, logprob_tokens
 from .usage import from_responses
 
 __all__ = ["OpenAIResponsesClient"]
@@ -84,7 +84,9 @@ class OpenAIResponsesClient(OpenAIClient):
             async for event in events:
                 kind = event.get("type")
                 if kind == "response.output_text.delta" and event.get("delta"):
-                    yield TextDelta(str(event["delta"]), _tokens(event.get("logprobs")))
+                    yield TextDelta(
+                        str(event["delta"]), logprob_tokens(event.get("logprobs")) or ()
+                    )
                 elif kind in ("response.completed", "response.incomplete"):
                     try:
                         final = completion_of(event["response"], model)
@@ -171,13 +173,6 @@ def request_body(
     return {**rest, **body}
 
 
-def _tokens(logprobs: object) -> tuple[dict[str, Any], ...]:
-    """An output text's (or a text delta's) ``logprobs``: none unless a list of tokens."""
-    if not isinstance(logprobs, list) or not all(isinstance(t, dict) for t in logprobs):
-        return ()
-    return tuple(logprobs)
-
-
 def completion_of(response: Any, model: str) -> Completion:
     """A Response object's JSON as our `Completion` (``raw``: the whole response)."""
     if not isinstance(response, dict) or response.get("object", "response") != "response":
@@ -192,7 +187,7 @@ def completion_of(response: Any, model: str) -> Completion:
         if kind == "message":
             parts = [p for p in item.get("content") or () if p.get("type") == "output_text"]
             texts += [p["text"] for p in parts]
-            logprobs += [token for p in parts for token in _tokens(p.get("logprobs"))]
+            logprobs += [token for p in parts for token in logprob_tokens(p.get("logprobs")) or ()]
         elif kind == "function_call":
             calls.append(
                 {

@@ -19,7 +19,7 @@ from ..llm.usage import to_chat
 from ..placement import GATEWAY_TOOLS, tool_name
 from .chat_schemas import AssistantMessage, ChatCompletion, Choice, CompletionUsage, ToolCallOut
 
-__all__ = ["completion_body"]
+__all__ = ["choice_logprobs", "completion_body"]
 
 
 def completion_body(result: AskResult, *, completion_id: str, created: int) -> dict[str, Any]:
@@ -37,11 +37,7 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
                         or None,
                     ),
                     finish_reason=result.finish_reason,
-                    logprobs=(
-                        {"content": list(result.logprobs), "refusal": None}
-                        if result.logprobs is not None
-                        else None
-                    ),
+                    logprobs=choice_logprobs(result.logprobs),
                 )
             ],
             usage=CompletionUsage.of(result.usage),
@@ -71,6 +67,11 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
     else:
         message.pop("tool_calls", None)
     return body
+
+
+def choice_logprobs(tokens: tuple[dict[str, Any], ...] | None) -> dict[str, Any] | None:
+    """A choice's (or a chunk's) ``logprobs``: the tokens the upstream gave, None for none."""
+    return {"content": list(tokens), "refusal": None} if tokens else None
 
 
 def _with_upstream_details(given: object, usage: dict[str, Any]) -> dict[str, Any]:

@@ -85,15 +85,19 @@ def with_logprobs(
 ) -> list[dict[str, Any]]:
     """The answer's output items with its tokens' log probabilities in its text (a copy): a
     chat upstream's give them beside the text, a Responses upstream's already in it."""
-    if not tokens:
+    texts = ((i, text) for i, item in enumerate(items) if (text := _text_of(item)) is not None)
+    at, text = next(texts, (0, None))
+    if text is None or text.get("logprobs") or not tokens:
         return items
-    out: list[dict[str, Any]] = []
-    given = False
-    for item in items:
-        parts = item.get("content") if item.get("type") == "message" else None
-        if given or not parts or parts[0].get("type") != "output_text" or parts[0].get("logprobs"):
-            out.append(item)
-            continue
-        given = True
-        out.append({**item, "content": [{**parts[0], "logprobs": list(tokens)}, *parts[1:]]})
-    return out
+    given = {
+        **items[at],
+        "content": [{**text, "logprobs": list(tokens)}, *items[at]["content"][1:]],
+    }
+    return [*items[:at], given, *items[at + 1 :]]
+
+
+def _text_of(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A message item's output text (its first part), if it has one."""
+    parts = item.get("content") if item.get("type") == "message" else None
+    first = parts[0] if parts else None
+    return first if isinstance(first, dict) and first.get("type") == "output_text" else None

@@ -25,6 +25,7 @@ from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream, AskResult
 from ..llm import NativeEvent, TextDelta, Usage
 from ..llm.usage import to_chat
+from .chat_response import choice_logprobs
 from .disconnect import LastPiece
 from .errors import ApiError, error_body, map_error
 from .metrics import Metrics
@@ -108,14 +109,18 @@ async def answer_events(
         finish_reason: str | None = None,
         tokens: tuple[dict[str, Any], ...] = (),
     ) -> dict[str, Any]:
-        logprobs = {"content": list(tokens), "refusal": None} if tokens else None
         body: dict[str, Any] = {
             "id": info.completion_id,
             "object": "chat.completion.chunk",
             "created": info.created,
             "model": info.model,
             "choices": [
-                {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
+                {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": choice_logprobs(tokens),
+                    "finish_reason": finish_reason,
+                }
             ],
         }
         if info.include_usage:
