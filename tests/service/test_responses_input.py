@@ -136,6 +136,8 @@ def test_a_reference_to_an_item_the_thread_lacks_is_not_found_and_stores_nothing
             stranger.conversations.items.create(
                 theirs.id, items=[{"type": "item_reference", "id": answer}]
             )
+        with pytest.raises(openai.NotFoundError):  # naming no thread: the tenant's items only
+            stranger.responses.create(model="answer-model", input=fresh)
         assert stranger.conversations.items.list(theirs.id).data == []
     # another tenant's item reads exactly as a missing one
     assert (
@@ -198,7 +200,8 @@ def test_a_reference_names_an_item_of_another_thread_of_the_tenant(
 def test_a_reference_to_an_item_with_a_nul_in_its_text_is_found_in_its_thread(
     client: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
-    """PostgreSQL's index leaves such an item out; the thread is read for it instead."""
+    """PostgreSQL's JSON operators refuse the text's escape; its index holds the item all the
+    same."""
     own: Any = [{"id": "msg_own", "type": "message", "role": "user", "content": "nul \u0000 here"}]
     thread_of(client, input=own, extra_headers={"X-Thread-Id": "nul"})
 

@@ -80,8 +80,8 @@ async def test_items_of_any_shape_are_stored_and_only_ids_indexed(
     store: wm.Store, tenant: str
 ) -> None:
     """The index never refuses a turn: items that are not a list, items that are not objects,
-    ids that are not strings, texts holding U+0000 (which PostgreSQL's JSON operators refuse:
-    there such a turn stays out of the index, and its thread is read for it)."""
+    ids that are not strings, texts holding U+0000 (which PostgreSQL's JSON operators refuse,
+    and which are indexed all the same)."""
     odd: list[dict[str, Any]] = [
         {"items": "not a list"},
         {"items": ["a", 1, None, {"id": 5}, {"id": "fc_\u0000"}]},
@@ -100,3 +100,4 @@ async def test_items_of_any_shape_are_stored_and_only_ids_indexed(
 
     assert len(await store.list_turns(tenant_id=tenant, thread_id="th")) == 5
     assert await index(store).find_item(tenant_id=tenant, item_id="msg_fine") == ItemPlace("th", 5)
+    assert await index(store).find_item(tenant_id=tenant, item_id="msg_nul") == ItemPlace("th", 4)

@@ -259,27 +259,22 @@ async def _referenced(
     """The item of that id as it was stored: the thread's (through turn `last`), else wherever
     the tenant keeps it; a `NotFoundError` for the item (not for a thread) when the tenant has
     none. The index (`ItemIndex`) answers in one read however long the thread; the thread is
-    read back only for what the index cannot hold (an id that says where the item is,
-    ``msg_wm12_0``; an item its store could not index) or when the store has no index."""
-    index = store if isinstance(store, ItemIndex) else None
-    if thread_id is not None:
-        if index is not None and not _POSITION.match(item_id):
-            place = await index.find_item(
-                tenant_id=tenant_id, item_id=item_id, thread_id=thread_id, through_seq=last
-            )
-            found = await _item_at(store, tenant_id, place, item_id)
-            if found is not None:
-                return found
+    read back only for an id that says where the item is (``msg_wm12_0``), which names an
+    item of that thread alone, or when the store has no index."""
+    if not isinstance(store, ItemIndex) or _POSITION.match(item_id):
+        if thread_id is None:
+            raise NotFoundError("item", item_id)
         try:
             _, _, item = await stored_item(
                 store, tenant_id=tenant_id, thread_id=thread_id, item_id=item_id, last=last
             )
-        except NotFoundError:
-            pass
-        else:
-            return item
-    if index is not None:
-        place = await index.find_item(tenant_id=tenant_id, item_id=item_id)
+        except NotFoundError as exc:  # the thread's, too: the reference names an item
+            raise NotFoundError("item", item_id) from exc
+        return item
+    tenant: dict[str, Any] = {}
+    thread = {"thread_id": thread_id, "through_seq": last}
+    for scope in [tenant] if thread_id is None else [thread, tenant]:  # the thread's first
+        place = await store.find_item(tenant_id=tenant_id, item_id=item_id, **scope)
         found = await _item_at(store, tenant_id, place, item_id)
         if found is not None:
             return found
