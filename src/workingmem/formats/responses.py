@@ -26,6 +26,7 @@ from ..types import Message, NativeItem, Turn
 from .breakpoints import BREAKPOINT
 from .compaction import notes_of, text_of_notes
 from .files import chat_part_of_input_file, input_file_of_chat_part
+from .namespaces import flat_name
 
 __all__ = [
     "FORMAT",
@@ -196,9 +197,9 @@ def _answer(group: list[dict[str, Any]]) -> NativeItem:
 
 def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
     if item.get("type") == "function_call":
-        name, arguments = item.get("name"), item.get("arguments")
+        name, arguments = flat_name(item), item.get("arguments")
     else:  # computer, shell, custom tool calls: their action is their arguments
-        name = item.get("name") or item.get("type")
+        name = str(item.get("name") or item.get("type"))
         rest = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
         arguments = rest.get("input") if isinstance(rest.get("input"), str) else _json(rest)
     return {

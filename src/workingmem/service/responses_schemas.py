@@ -27,7 +27,7 @@ from .chat_schemas import (
     TopLogprobs,
 )
 from .params import ID_SCHEMA
-from .wire import Id, LongText, NotFunction, OpenShape, type_is
+from .wire import Id, LongText, NotClientTool, NotFunction, OpenShape, type_is
 
 __all__ = [
     "ContextManagement",
@@ -92,12 +92,18 @@ class MessageItem(OpenShape):
     id: Id | None = None
 
 
+ToolName = Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+"""A tool's name, as OpenAI checks it."""
+
+
 class FunctionCallItem(OpenShape):
     type: Literal["function_call"]
     call_id: Id
     name: Annotated[str, Field(min_length=1, max_length=256)]
     arguments: LongText
     id: Id | None = None
+    namespace: ToolName | None = None
+    """The namespace tool whose function is called."""
 
 
 class FunctionCallOutputItem(OpenShape):
@@ -158,22 +164,49 @@ def dumped(items: Sequence[BaseModel]) -> list[dict[str, Any]]:
 
 class FunctionToolIn(OpenShape):
     type: Literal["function"]
-    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    name: ToolName
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: StrictBool | None = None
 
 
-class HostedTool(OpenShape):
-    """A tool the upstream runs (``web_search``, ``file_search``, ...): refused with a 400
-    that names it, since a chat upstream has none."""
+class UnservedTool(OpenShape):
+    """A tool of another type (a hosted tool such as ``web_search``, which the upstream
+    would run, or a ``custom`` tool): refused with a 400 that names it."""
 
-    type: NotFunction
+    type: NotClientTool
+
+
+class GroupedTool(OpenShape):
+    """A tool in a namespace: a function, or another type, refused with a 400 that names
+    it."""
+
+    type: str
+
+
+class NamespaceToolIn(OpenShape):
+    """Function tools grouped under a name (the Codex CLI sends its agents' tools so), run by
+    the client: a call names its ``namespace`` beside its ``name``."""
+
+    type: Literal["namespace"]
+    name: ToolName
+    description: Annotated[str, Field(max_length=100_000)]
+    tools: Annotated[
+        list[
+            Annotated[
+                Annotated[FunctionToolIn, Tag("function")] | Annotated[GroupedTool, Tag("other")],
+                Discriminator(type_is("function")),
+            ]
+        ],
+        Field(min_length=1, max_length=128),
+    ]
 
 
 Tool = Annotated[
-    Annotated[FunctionToolIn, Tag("function")] | Annotated[HostedTool, Tag("other")],
-    Discriminator(type_is("function")),
+    Annotated[FunctionToolIn, Tag("function")]
+    | Annotated[NamespaceToolIn, Tag("namespace")]
+    | Annotated[UnservedTool, Tag("other")],
+    Discriminator(type_is("function", "namespace")),
 ]
 
 

@@ -14,7 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .params import ID_SCHEMA
 
-__all__ = ["Id", "LongText", "NotCustom", "NotFunction", "OpenShape", "type_is"]
+__all__ = [
+    "Id",
+    "LongText",
+    "NotClientTool",
+    "NotCustom",
+    "NotFunction",
+    "OpenShape",
+    "type_is",
+]
 
 Id = Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
 """An id by the library's rule (checked by the library, with its message; published here)."""
@@ -29,9 +37,9 @@ class OpenShape(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def _other(served: str) -> Any:
+def _other(*served: str) -> Any:
     return Annotated[
-        str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"const": served}})
+        str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"enum": list(served)}})
     ]
 
 
@@ -40,14 +48,19 @@ NotFunction = _other("function")
 the gateway does not run, refused with a 400 that names it."""
 NotCustom = _other("custom")
 """The same for Anthropic's client tools (``custom``)."""
+NotClientTool = _other("function", "namespace")
+"""The ``type`` of a Responses tool the client does not run: neither a function nor a
+``namespace`` of functions."""
 
 
-def type_is(served: str, *, untyped: bool = False) -> Callable[[Any], str]:
-    """A discriminator: `served` for a value (as sent, or as its model) of that ``type`` (or
-    of none, with `untyped`), else ``"other"``."""
+def type_is(*served: str, untyped: bool = False) -> Callable[[Any], str]:
+    """A discriminator: the ``type`` of a value (as sent, or as its model) that is one of
+    `served` (the first for a value of none, with `untyped`), else ``"other"``."""
 
     def kind(value: Any) -> str:
         found = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-        return served if found == served or (untyped and found is None) else "other"
+        if untyped and found is None:
+            return served[0]
+        return found if found in served else "other"
 
     return kind

@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying
+from ...formats.namespaces import namespaced
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
 from ...formats.responses_chat import answer_turn, chat_options, chat_tools, native_output, new_id
 from ...gateway import AnswerStream, AskResult, Gateway
@@ -77,8 +78,10 @@ RULES = (
     "tenant's threads, which takes its place; any other id is a 404. `conversation` and "
     "`previous_response_id` are mutually "
     "exclusive. Tools: "
-    "function tools only (the client runs them); any other tool, or a `tool_choice` of "
-    "another type, is a 400 that names it. The "
+    "function tools, and `namespace` tools of functions, run by the client (a namespace's "
+    "function is offered to the model as `<namespace>__<name>`, at most 64 characters, a name "
+    "no other tool has); any other tool, or a `tool_choice` of another type, is a 400 that "
+    "names it. The "
     "newest turns and `max_output_tokens` must fit the model's window with the instructions "
     "and the tools, else the answer is a 400 `context_length_exceeded`."
 )
@@ -341,7 +344,8 @@ async def create_response(
     sent = await _input_turns(gateway, tenant, body, target)
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
-    tools = chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])
+    given_tools = [tool.model_dump(exclude_unset=True) for tool in body.tools or ()]
+    tools, names = chat_tools(given_tools), namespaced(given_tools)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
     options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -366,8 +370,10 @@ async def create_response(
     message_id = new_id("msg")
 
     def answer_as(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
-        native = native_output(completion, message, message_id=message_id)
-        return native if native is not None else answer_turn(message, message_id=message_id)
+        native = native_output(completion, message, message_id=message_id, names=names)
+        if native is not None:
+            return native
+        return answer_turn(message, message_id=message_id, names=names)
 
     ask: dict[str, Any] = {
         "tenant_id": tenant,

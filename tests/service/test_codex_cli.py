@@ -1,0 +1,160 @@
+"""OpenAI's Codex CLI as a client of the gateway, over real HTTP: ``codex exec`` with the
+gateway as its model provider (the Responses API, ``store: false``, the whole history resent on
+every call, its agents' tools in a ``namespace``), in front of a chat upstream and of one that
+speaks Responses. The model runs a shell command through Codex's own tool, then, in the session
+Codex resumes, calls a function of the namespace; the session is one thread, every turn stored
+once, the namespaced call with its namespace. Codex runs from ``tests/clients/codex`` (``npm
+ci`` there, as ``scripts/install dev`` does: its package ships the binary), configured by the
+docs' page (``docs/integrations/codex.md``), which switches Codex's ``web_search`` off: the
+gateway runs no hosted tool."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import workingmem as wm
+from tests.helpers import summarizing_responder
+from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
+from workingmem.service import create_app
+
+from .conftest import CONFIG, settings_for
+from .live import LiveServer, create_key
+
+ROOT = Path(__file__).parents[2]
+CODEX = ROOT / "tests" / "clients" / "codex" / "node_modules" / ".bin" / "codex"
+PAGE = ROOT / "docs" / "integrations" / "codex.md"
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None or not CODEX.exists(),
+    reason="the Codex CLI client test needs Node.js and `npm ci` in tests/clients/codex",
+)
+MODEL = "gpt-4o-mini"  # the page's
+GATEWAY = CONFIG.model_copy(
+    update={
+        "default_model": MODEL,
+        "models": {
+            **CONFIG.models,
+            MODEL: wm.ModelInfo(id=MODEL, context_window=128_000, max_output_tokens=4_000),
+        },
+    }
+)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content or () if isinstance(p, dict))
+
+
+def codex_model(request: dict[str, Any]) -> Reply:
+    """Runs ``echo`` through Codex's shell tool when asked to run the check, calls the agents'
+    ``close_agent`` when asked to close one, and says what a call returned; in chat's words or
+    in the Responses API's, as the upstream is asked."""
+    turns = request.get("messages") or request.get("input") or []
+    last = turns[-1] if isinstance(turns, list) else {"content": turns}
+    if request.get("model") == "cheap-model":
+        return summarizing_responder({"messages": [{"content": _text(last.get("content"))}]})
+    if last.get("role") == "tool" or last.get("type") == "function_call_output":
+        output = last.get("content", last.get("output"))
+        return Reply(f"The tool said: {_text(output).strip().splitlines()[-1]}")
+    asked = _text(last.get("content"))
+    if "run the check" in asked:
+        call = tool_call("exec_command", {"cmd": "echo codex-ok"}, id="call_run")
+        return Reply(None, tool_calls=[call])
+    if "close the agent" in asked:
+        call = tool_call("multi_agent_v1__close_agent", {"target": "agent-x"}, id="call_close")
+        return Reply(None, tool_calls=[call])
+    return Reply(f"You said: {asked}")
+
+
+def _configuration(base_url: str) -> str:
+    """The page's ``config.toml``, pointing at `base_url`."""
+    page = PAGE.read_text(encoding="utf-8")
+    blocks: list[str] = re.findall(r"^```toml\n(.*?)^```", page, re.M | re.S)
+    (block,) = blocks
+    assert "http://127.0.0.1:8080/v1" in block
+    return block.replace("http://127.0.0.1:8080/v1", base_url)
+
+
+def _codex(home: Path, work: Path, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CODEX_HOME": str(home), "WORKINGMEM_KEY": key}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run(
+        [str(CODEX), "exec", "--json", "--skip-git-repo-check", *args],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _answers(ran: subprocess.CompletedProcess[str]) -> list[str]:
+    """The agent's messages of a ``codex exec --json`` run."""
+    events = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
+    return [
+        e["item"]["text"]
+        for e in events
+        if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"
+    ]
+
+
+@pytest.mark.parametrize("upstream_api", ["chat", "responses"])
+def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
+    upstream_api: str,
+    database_url: str,
+    upstream: ScriptedUpstream,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    upstream.responder = codex_model
+    settings = settings_for(database_url, upstream, gateway=GATEWAY, upstream_api=upstream_api)
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    with LiveServer(create_app(settings)) as live:
+        key = create_key(database_url, tenant, "tests").secret
+        (home / "config.toml").write_text(_configuration(f"{live.url}/v1"), encoding="utf-8")
+        first = _codex(home, work, key, "Please run the check.")
+        assert first.returncode == 0, first.stdout[-2_000:]
+        second = _codex(home, work, key, "resume", "--last", "Now close the agent.")
+        assert second.returncode == 0, second.stdout[-2_000:]
+        with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}) as rest:
+            threads = rest.get("/v1/threads").json()["data"]
+            assert len(threads) == 1, threads
+            thread = threads[0]["id"]
+            page = rest.get(f"/v1/threads/{thread}/messages", params={"limit": 100}).json()
+
+    assert _answers(first) == ["The tool said: codex-ok"]
+    # Codex ran the call in its agents' namespace: the call came back with it
+    assert _answers(second)[-1].startswith("The tool said: invalid agent id agent-x")
+    said = [(m["role"], m["content"] or "") for m in page["data"]]
+    assert [role for role, _ in said] == [
+        "user",  # Codex's environment context
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ], said
+    assert said[1] == ("user", "Please run the check.")
+    assert "codex-ok" in said[3][1]
+    assert said[5] == ("user", "Now close the agent.")
+    calls = [m["tool_calls"] for m in page["data"] if m.get("tool_calls")]
+    assert [c[0]["function"]["name"] for c in calls] == [  # as the model was offered them
+        "exec_command",
+        "multi_agent_v1__close_agent",
+    ]
