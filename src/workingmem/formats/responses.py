@@ -24,9 +24,9 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 from .breakpoints import BREAKPOINT
+from .client_tools import INPUT, flat_name
 from .compaction import notes_of, text_of_notes
 from .files import chat_part_of_input_file, input_file_of_chat_part
-from .namespaces import flat_name
 
 __all__ = [
     "FORMAT",
@@ -198,7 +198,9 @@ def _answer(group: list[dict[str, Any]]) -> NativeItem:
 def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
     if item.get("type") == "function_call":
         name, arguments = flat_name(item), item.get("arguments")
-    else:  # computer, shell, custom tool calls: their action is their arguments
+    elif item.get("type") == "custom_tool_call":  # as its tool is offered (`client_tools`)
+        name, arguments = flat_name(item), _json({INPUT: item.get(INPUT, "")})
+    else:  # computer, shell calls: their action is their arguments
         name = str(item.get("name") or item.get("type"))
         rest = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
         arguments = rest.get("input") if isinstance(rest.get("input"), str) else _json(rest)

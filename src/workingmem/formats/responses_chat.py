@@ -12,19 +12,18 @@ items), and those items are what the thread stores. Pure conversions, no I/O.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ..types import Message, NativeItem
-from . import unserved_choice, unserved_tool
-from .namespaces import in_namespace, joined, namespaced
+from . import unserved_choice
+from .client_tools import Offered, in_client_words
 from .responses import turns_of
 from .tool_choice import ALLOWED_TOOLS, responses_allowed
 
 __all__ = [
     "answer_turn",
     "chat_options",
-    "chat_tools",
     "native_output",
     "new_id",
     "output_items",
@@ -34,44 +33,6 @@ __all__ = [
 def new_id(prefix: str) -> str:
     """An id in OpenAI's style (``resp_...``, ``msg_...``, ``fc_...``, ``conv_...``)."""
     return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Function tools as chat tools, a namespace's functions each under its joined name
-    (`workingmem.formats.namespaces`), with the namespace's description before its own. A
-    hosted tool (``web_search``, ``file_search``, ...) is the upstream's own and a chat
-    upstream has none: refused, named, as is a ``custom`` tool."""
-    namespaced(tools)  # the joined names are checked before any is offered
-    out: list[dict[str, Any]] = []
-    for index, tool in enumerate(tools):
-        if tool.get("type") == "namespace":
-            for inner, grouped in enumerate(tool["tools"]):
-                if grouped.get("type") != "function":
-                    within = f"tools[{index}]."
-                    raise unserved_tool(inner, grouped.get("type"), "function", within=within)
-                described = [tool.get("description"), grouped.get("description")]
-                out.append(
-                    _chat_tool(
-                        grouped,
-                        name=joined(tool["name"], grouped["name"]),
-                        description="\n\n".join(text for text in described if text) or None,
-                    )
-                )
-        elif tool.get("type") == "function":
-            out.append(_chat_tool(tool, name=tool["name"], description=tool.get("description")))
-        else:
-            raise unserved_tool(index, tool.get("type"), "function")
-    return out
-
-
-def _chat_tool(tool: Mapping[str, Any], *, name: str, description: str | None) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": name}
-    if description is not None:
-        function["description"] = description
-    for key in ("parameters", "strict"):
-        if tool.get(key) is not None:
-            function[key] = tool[key]
-    return {"type": "function", "function": function}
 
 
 def chat_options(
@@ -109,11 +70,11 @@ def chat_options(
 
 
 def output_items(
-    answer: Message, *, message_id: str, names: Mapping[str, tuple[str, str]] | None = None
+    answer: Message, *, message_id: str, offered: Mapping[str, Offered] | None = None
 ) -> list[dict[str, Any]]:
     """The answer (a chat assistant message) as output items: its text as one completed
     ``message`` (when it has text, or calls nothing), then a ``function_call`` per call, a
-    call of a namespace's function (one of `names`, `namespaced`'s) in the client's words."""
+    call of a tool chat has no word for (one of `offered`) in the client's words."""
     items: list[dict[str, Any]] = []
     text = answer.get("content")
     calls = answer.get("tool_calls") or ()
@@ -139,16 +100,16 @@ def output_items(
             "name": function["name"],
             "arguments": function["arguments"],
         }
-        items.append(in_namespace(item, names or {}))
+        items.append(in_client_words(item, offered or {}))
     return items
 
 
 def answer_turn(
-    answer: Message, *, message_id: str, names: Mapping[str, tuple[str, str]] | None = None
+    answer: Message, *, message_id: str, offered: Mapping[str, Offered] | None = None
 ) -> NativeItem:
     """The turn a thread stores for the answer: its output items verbatim, its view the
     answer (see `workingmem.formats.responses`)."""
-    (turn,) = turns_of(output_items(answer, message_id=message_id, names=names))
+    (turn,) = turns_of(output_items(answer, message_id=message_id, offered=offered))
     return turn
 
 
@@ -157,13 +118,13 @@ def native_output(
     answer: Message,
     *,
     message_id: str,
-    names: Mapping[str, tuple[str, str]] | None = None,
+    offered: Mapping[str, Offered] | None = None,
 ) -> NativeItem | None:
     """The turn to store for an answer of an upstream that speaks Responses: its ``output``
     as it came (reasoning items and their encrypted content included), but the calls the
-    answer does not keep (the gateway's own, tools not offered), its calls of a namespace's
-    functions (`names`) in the client's words, and with `message_id` on its message (the id a
-    stream showed). None when the completion is no Response."""
+    answer does not keep (the gateway's own, tools not offered), its calls of the tools chat
+    has no word for (`offered`) in the client's words, and with `message_id` on its message
+    (the id a stream showed). None when the completion is no Response."""
     raw = getattr(completion, "raw", None)
     if not isinstance(raw, Mapping) or raw.get("object") != "response":
         return None
@@ -175,6 +136,6 @@ def native_output(
             continue
         if item.get("type") == "message" and not named:
             item, named = {**item, "id": message_id}, True
-        items.append(in_namespace(dict(item), names or {}))
+        items.append(in_client_words(dict(item), offered or {}))
     turns = turns_of(items) if items else []
     return turns[0] if len(turns) == 1 else None

@@ -21,8 +21,8 @@ from typing import Any
 
 from ..formats import ORIGINAL_KEY
 from ..formats.breakpoints import newest_marks
+from ..formats.client_tools import as_offered
 from ..formats.compaction import is_ours
-from ..formats.namespaces import flat_name
 from ..formats.responses import FORMAT, LOGPROBS, items_of_message
 from ..formats.tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
@@ -128,7 +128,7 @@ def request_body(
         stored = original.get("items") if isinstance(original, Mapping) else None
         # as stored, but the gateway's own compaction (a turn of its own), which only we read
         if isinstance(stored, list) and not (len(stored) == 1 and is_ours(stored[0])):
-            items.extend(_flat(item) for item in stored)
+            items.extend(as_offered(item) for item in stored)
         else:
             items.extend(items_of_message(message))
     body: dict[str, Any] = {
@@ -207,15 +207,6 @@ def completion_of(response: Any, model: str) -> Completion:
         raw=response,
         logprobs=tuple(logprobs) if logprobs else None,
     )
-
-
-def _flat(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored item as the upstream is asked: a call of a namespace's function under the
-    name the upstream was offered it by (the tools reach it flattened, as chat tools)."""
-    if item.get("type") != "function_call" or not item.get("namespace"):
-        return dict(item)
-    flat = {key: value for key, value in item.items() if key != "namespace"}
-    return {**flat, "name": flat_name(item)}
 
 
 def _tool(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,9 +7,10 @@ The sequence a client's parser expects, numbered from 0: ``response.created``,
 ``response.in_progress``; for the text, the message item (``output_item.added``,
 ``content_part.added``, an ``output_text.delta`` per piece, ``output_text.done``,
 ``content_part.done``, ``output_item.done``); each call of the client's tools
-(``output_item.added``, ``function_call_arguments.delta`` and ``.done``,
-``output_item.done``); then ``response.completed`` (``response.incomplete`` when the answer
-was cut at ``max_output_tokens``). The items carry the ids the thread stores them under. A
+(``output_item.added``, ``function_call_arguments.delta`` and ``.done``, or a custom tool's
+``custom_tool_call_input.delta`` and ``.done``, ``output_item.done``); then
+``response.completed`` (``response.incomplete`` when the answer was cut at
+``max_output_tokens``). The items carry the ids the thread stores them under. A
 failure once the stream has begun is a ``response.failed`` event and nothing is stored; a
 client that disconnects closes the answer, and no half answer is stored either.
 """
@@ -28,6 +29,12 @@ from .response_body import ResponseInfo, response_object
 from .sse import Finish, named_event, stream_failure
 
 __all__ = ["Finish", "response_events"]
+
+_CALLS = {
+    "function_call": ("arguments", "response.function_call_arguments"),
+    "custom_tool_call": ("input", "response.custom_tool_call_input"),
+}
+"""A call item's streamed field, and its events' name."""
 
 
 async def response_events(
@@ -123,18 +130,15 @@ async def response_events(
                     event("response.content_part.done", **where, part=part),
                     event("response.output_item.done", output_index=index, item=item),
                 ]
-            elif item.get("type") == "function_call":
+            elif item.get("type") in _CALLS:
+                field, kind = _CALLS[item["type"]]
                 at = {"item_id": item.get("id", ""), "output_index": index}
-                started = {**item, "arguments": "", "status": "in_progress"}
+                named = {"name": item.get("name")} if field == "arguments" else {}
+                started = {**item, field: "", "status": "in_progress"}
                 closing += [
                     event("response.output_item.added", output_index=index, item=started),
-                    event("response.function_call_arguments.delta", **at, delta=item["arguments"]),
-                    event(
-                        "response.function_call_arguments.done",
-                        **at,
-                        name=item.get("name"),
-                        arguments=item["arguments"],
-                    ),
+                    event(f"{kind}.delta", **at, delta=item[field]),
+                    event(f"{kind}.done", **at, **named, **{field: item[field]}),
                     event("response.output_item.done", output_index=index, item=item),
                 ]
             else:  # reasoning, another message: whole

@@ -170,23 +170,33 @@ class FunctionToolIn(OpenShape):
     strict: StrictBool | None = None
 
 
+class CustomToolIn(OpenShape):
+    """A tool of free-form text input, maybe in a grammar (``format``), run by the client: the
+    upstream is offered a function of one string parameter, ``input``."""
+
+    type: Literal["custom"]
+    name: ToolName
+    description: str | None = None
+    format: dict[str, Any] | None = None
+
+
 class UnservedTool(OpenShape):
-    """A tool of another type (a hosted tool such as ``web_search``, which the upstream
-    would run, or a ``custom`` tool): refused with a 400 that names it."""
+    """A tool of another type (a hosted tool such as ``web_search``, which the upstream would
+    run): refused with a 400 that names it."""
 
     type: NotClientTool
 
 
 class GroupedTool(OpenShape):
-    """A tool in a namespace: a function, or another type, refused with a 400 that names
-    it."""
+    """A tool in a namespace of another type than a function or a custom tool: refused with a
+    400 that names it."""
 
     type: str
 
 
 class NamespaceToolIn(OpenShape):
-    """Function tools grouped under a name (the Codex CLI sends its agents' tools so), run by
-    the client: a call names its ``namespace`` beside its ``name``."""
+    """Function and custom tools grouped under a name (the Codex CLI sends its agents' tools
+    so), run by the client: a call names its ``namespace`` beside its ``name``."""
 
     type: Literal["namespace"]
     name: ToolName
@@ -194,8 +204,10 @@ class NamespaceToolIn(OpenShape):
     tools: Annotated[
         list[
             Annotated[
-                Annotated[FunctionToolIn, Tag("function")] | Annotated[GroupedTool, Tag("other")],
-                Discriminator(type_is("function")),
+                Annotated[FunctionToolIn, Tag("function")]
+                | Annotated[CustomToolIn, Tag("custom")]
+                | Annotated[GroupedTool, Tag("other")],
+                Discriminator(type_is("function", "custom")),
             ]
         ],
         Field(min_length=1, max_length=128),
@@ -204,9 +216,10 @@ class NamespaceToolIn(OpenShape):
 
 Tool = Annotated[
     Annotated[FunctionToolIn, Tag("function")]
+    | Annotated[CustomToolIn, Tag("custom")]
     | Annotated[NamespaceToolIn, Tag("namespace")]
     | Annotated[UnservedTool, Tag("other")],
-    Discriminator(type_is("function", "namespace")),
+    Discriminator(type_is("function", "custom", "namespace")),
 ]
 
 

@@ -48,9 +48,9 @@ NotFunction = _other("function")
 the gateway does not run, refused with a 400 that names it."""
 NotCustom = _other("custom")
 """The same for Anthropic's client tools (``custom``)."""
-NotClientTool = _other("function", "namespace")
-"""The ``type`` of a Responses tool the client does not run: neither a function nor a
-``namespace`` of functions."""
+NotClientTool = _other("function", "custom", "namespace")
+"""The ``type`` of a Responses tool the gateway does not offer: neither a function, a custom
+tool, nor a ``namespace`` of them."""
 
 
 def type_is(*served: str, untyped: bool = False) -> Callable[[Any], str]:

@@ -28,9 +28,9 @@ from fastapi.responses import JSONResponse, Response
 from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying
-from ...formats.namespaces import namespaced
+from ...formats.client_tools import chat_functions, offered_tools
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
-from ...formats.responses_chat import answer_turn, chat_options, chat_tools, native_output, new_id
+from ...formats.responses_chat import answer_turn, chat_options, native_output, new_id
 from ...gateway import AnswerStream, AskResult, Gateway
 from ...llm import Completion, TextDelta
 from ...messages import check_id, same
@@ -78,10 +78,10 @@ RULES = (
     "tenant's threads, which takes its place; any other id is a 404. `conversation` and "
     "`previous_response_id` are mutually "
     "exclusive. Tools: "
-    "function tools, and `namespace` tools of functions, run by the client (a namespace's "
-    "function is offered to the model as `<namespace>__<name>`, at most 64 characters, a name "
-    "no other tool has); any other tool, or a `tool_choice` of another type, is a 400 that "
-    "names it. The "
+    "function tools, `custom` tools (offered upstream as a function of one string, `input`) "
+    "and `namespace` tools of them, run by the client (a namespace's tool is offered as "
+    "`<namespace>__<name>`, at most 64 characters, a name no other tool has); any other tool, "
+    "or a `tool_choice` of another type, is a 400 that names it. The "
     "newest turns and `max_output_tokens` must fit the model's window with the instructions "
     "and the tools, else the answer is a 400 `context_length_exceeded`."
 )
@@ -345,7 +345,7 @@ async def create_response(
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
     given_tools = [tool.model_dump(exclude_unset=True) for tool in body.tools or ()]
-    tools, names = chat_tools(given_tools), namespaced(given_tools)
+    tools, offered = chat_functions(given_tools), offered_tools(given_tools)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
     options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -370,10 +370,10 @@ async def create_response(
     message_id = new_id("msg")
 
     def answer_as(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
-        native = native_output(completion, message, message_id=message_id, names=names)
+        native = native_output(completion, message, message_id=message_id, offered=offered)
         if native is not None:
             return native
-        return answer_turn(message, message_id=message_id, names=names)
+        return answer_turn(message, message_id=message_id, offered=offered)
 
     ask: dict[str, Any] = {
         "tenant_id": tenant,
@@ -577,7 +577,7 @@ async def count_input_tokens(
         profile=profile,
         system_prompt=instructions.system_prompt,
         model=model,
-        tools=chat_tools([tool.model_dump(exclude_unset=True) for tool in body.tools or ()]),
+        tools=chat_functions([tool.model_dump(exclude_unset=True) for tool in body.tools or ()]),
         appends=target.appends,
     )
     return {"object": "response.input_tokens", "input_tokens": tokens}
