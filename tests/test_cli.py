@@ -447,6 +447,11 @@ def test_serve_upstream_api_names_what_the_upstream_speaks(
     settings = apps[-1].state.settings
     assert (settings.upstream_api, settings.upstream_api_key) == ("anthropic", "sk-ant-from-env")
     assert settings.gateway.default_model.startswith("claude")  # not OpenAI's default
+    # a Claude model it is asked for by name has Claude's window (Claude Code asks for up to
+    # 128,000 tokens of answer): what the library's defaults say of a model it does not know
+    # would leave its requests no room
+    assert settings.gateway.model_info("claude-opus-5-5").context_window == 200_000
+    assert apps[-2].state.settings.gateway.model_info("some-model").context_window == 128_000
     assert "Anthropic" in claude.output
     wrong = runner.invoke(app, ["serve", "--db", db, *upstream, "--upstream-api", "soap"])
     assert wrong.exit_code == 2

@@ -171,7 +171,7 @@ def test_a_failed_tool_result_says_so_and_images_are_parts() -> None:
     ("messages", "field"),
     [
         ("hi", "messages"),
-        ([{"role": "system", "content": "x"}], "messages[0].role"),
+        ([{"role": "developer", "content": "x"}], "messages[0].role"),
         (["hi"], "messages[0]"),
         ([{"role": "user", "content": [{"text": "no type"}]}], "user.content"),
         ([{"role": "assistant", "content": 3}], "assistant.content"),
@@ -181,6 +181,16 @@ def test_what_is_no_anthropic_message_is_refused_by_name(messages: Any, field: s
     with pytest.raises(wm.ValidationError) as refused:
         turns_of(messages)
     assert refused.value.field == field
+
+
+def test_a_system_message_is_no_turn() -> None:
+    """Instructions for the call (`workingmem.formats.anthropic_system`): the thread's turns
+    are the others, and an error names a message by its place among all of them."""
+    asked: Any = [{"role": "user", "content": "Hi."}, {"role": "system", "content": "Be brief."}]
+    assert [turn.message["role"] for turn in turns_of(asked)] == ["user"]
+    with pytest.raises(wm.ValidationError) as refused:
+        turns_of([*asked, {"role": "assistant", "content": 3}])
+    assert refused.value.field == "assistant.content"
 
 
 @pytest.mark.parametrize(

@@ -76,9 +76,13 @@ UpstreamApi = Literal["chat", "responses", "anthropic"]
 """What an upstream speaks: chat completions, OpenAI's Responses API, Anthropic's Messages."""
 
 ANTHROPIC_GATEWAY_CONFIG = GatewayConfig(
-    default_model="claude-sonnet-4-5", cheap_model="claude-haiku-4-5"
+    default_model="claude-sonnet-4-5",
+    cheap_model="claude-haiku-4-5",
+    default_context_window=200_000,
 )
-"""The models an Anthropic upstream answers with when none is named."""
+"""The models an Anthropic upstream answers with when none is named, and the window of those
+it is asked for by name: every Claude model's is at least 200,000 tokens (Claude Code asks for
+up to 128,000 of them for the answer)."""
 
 
 def upstream_env(api: str = "chat") -> tuple[str | None, str | None]:

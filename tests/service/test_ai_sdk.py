@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.helpers import summarizing_responder
@@ -23,6 +21,7 @@ from workingmem.service import create_app
 
 from .conftest import settings_for
 from .live import LiveServer, create_key
+from .real_clients import run_client, the_thread
 from .test_responses_upstream import said
 
 CLIENT = Path(__file__).parents[1] / "clients" / "ai-sdk"
@@ -54,26 +53,17 @@ def test_an_ai_sdk_conversation_resent_whole_is_one_thread(
     upstream.responder = weather_model
     with LiveServer(create_app(settings_for(database_url, upstream))) as live:
         key = create_key(database_url, tenant, "tests").secret
-        ran = subprocess.run(
-            [str(NODE), "conversation.mjs", f"{live.url}/v1", key, api],
-            cwd=CLIENT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        command = [str(NODE), "conversation.mjs", f"{live.url}/v1", key, api]
+        ran = run_client(command, cwd=CLIENT)
         assert ran.returncode == 0, ran.stderr
-        with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}) as rest:
-            threads = rest.get("/v1/threads").json()["data"]
-            assert len(threads) == 1, threads
-            page = rest.get(f"/v1/threads/{threads[0]['id']}/messages", params={"limit": 100})
+        messages = the_thread(live.url, key)
 
     assert json.loads(ran.stdout)["answers"] == [
         "You said: I live in Lyon.",
         "It is sunny in Lyon there.",
         "You said: Where do I live?",
     ]
-    assert [(m["role"], m["content"]) for m in page.json()["data"]] == [
+    assert [(m["role"], m["content"]) for m in messages] == [
         ("user", "I live in Lyon."),
         ("assistant", "You said: I live in Lyon."),
         ("user", "What is the weather?"),

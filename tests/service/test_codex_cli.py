@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import workingmem as wm
@@ -28,6 +27,7 @@ from workingmem.service import create_app
 
 from .conftest import CONFIG, settings_for
 from .live import LiveServer, create_key
+from .real_clients import run_client, text_of, the_thread
 
 ROOT = Path(__file__).parents[2]
 CODEX = ROOT / "tests" / "clients" / "codex" / "node_modules" / ".bin" / "codex"
@@ -48,12 +48,6 @@ GATEWAY = CONFIG.model_copy(
 )
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content or () if isinstance(p, dict))
-
-
 def codex_model(request: dict[str, Any]) -> Reply:
     """Runs ``echo`` through Codex's shell tool when asked to run the check, calls the agents'
     ``close_agent`` when asked to close one, and says what a call returned; in chat's words or
@@ -61,11 +55,11 @@ def codex_model(request: dict[str, Any]) -> Reply:
     turns = request.get("messages") or request.get("input") or []
     last = turns[-1] if isinstance(turns, list) else {"content": turns}
     if request.get("model") == "cheap-model":
-        return summarizing_responder({"messages": [{"content": _text(last.get("content"))}]})
+        return summarizing_responder({"messages": [{"content": text_of(last.get("content"))}]})
     if last.get("role") == "tool" or last.get("type") == "function_call_output":
         output = last.get("content", last.get("output"))
-        return Reply(f"The tool said: {_text(output).strip().splitlines()[-1]}")
-    asked = _text(last.get("content"))
+        return Reply(f"The tool said: {text_of(output).strip().splitlines()[-1]}")
+    asked = text_of(last.get("content"))
     if "run the check" in asked:
         call = tool_call("exec_command", {"cmd": "echo codex-ok"}, id="call_run")
         return Reply(None, tool_calls=[call])
@@ -87,15 +81,8 @@ def _configuration(base_url: str) -> str:
 def _codex(home: Path, work: Path, key: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CODEX_HOME": str(home), "WORKINGMEM_KEY": key}
     env.pop("OPENAI_API_KEY", None)
-    return subprocess.run(
-        [str(CODEX), "exec", "--json", "--skip-git-repo-check", *args],
-        cwd=work,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return run_client(
+        [str(CODEX), "exec", "--json", "--skip-git-repo-check", *args], cwd=work, env=env
     )
 
 
@@ -129,16 +116,12 @@ def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
         assert first.returncode == 0, first.stdout[-2_000:]
         second = _codex(home, work, key, "resume", "--last", "Now close the agent.")
         assert second.returncode == 0, second.stdout[-2_000:]
-        with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}) as rest:
-            threads = rest.get("/v1/threads").json()["data"]
-            assert len(threads) == 1, threads
-            thread = threads[0]["id"]
-            page = rest.get(f"/v1/threads/{thread}/messages", params={"limit": 100}).json()
+        messages = the_thread(live.url, key)
 
     assert _answers(first) == ["The tool said: codex-ok"]
     # Codex ran the call in its agents' namespace: the call came back with it
     assert _answers(second)[-1].startswith("The tool said: invalid agent id agent-x")
-    said = [(m["role"], m["content"] or "") for m in page["data"]]
+    said = [(m["role"], m["content"] or "") for m in messages]
     assert [role for role, _ in said] == [
         "user",  # Codex's environment context
         "user",
@@ -153,7 +136,7 @@ def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
     assert said[1] == ("user", "Please run the check.")
     assert "codex-ok" in said[3][1]
     assert said[5] == ("user", "Now close the agent.")
-    calls = [m["tool_calls"] for m in page["data"] if m.get("tool_calls")]
+    calls = [m["tool_calls"] for m in messages if m.get("tool_calls")]
     assert [c[0]["function"]["name"] for c in calls] == [  # as the model was offered them
         "exec_command",
         "multi_agent_v1__close_agent",

@@ -223,21 +223,27 @@ def within_rules(body: Any) -> Any:
 
 
 def transcript_in_order(body: Any) -> bool:
-    """The Messages operation's description (`routes.messages.RULES`): the last message the
-    user's; a user message's leading tool_result blocks answer the tool_use blocks of the
-    assistant message before it, each once; the cap and the request well within the window."""
+    """The Messages operation's description (`routes.messages.RULES`): the last user or
+    assistant message the user's; a user message's leading tool_result blocks answer the
+    tool_use blocks of the assistant message before it, each once; a system message's blocks
+    text only; the cap and the request well within the window."""
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
         return True
     cap = body.get("max_tokens")
     if (isinstance(cap, (int, float)) and cap > 1_000) or len(json.dumps(body)) > 8_000:
         return False
-    if not served(body, "custom") or messages[-1].get("role") != "user":
+    turns = [m for m in messages if not (isinstance(m, dict) and m.get("role") == "system")]
+    if not served(body, "custom") or not turns or turns[-1].get("role") != "user":
         return False
     open_calls: set[str] = set()
     for message in messages:
         content = message.get("content") if isinstance(message, dict) else None
         blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        if message.get("role") == "system":
+            if any(block.get("type") != "text" for block in blocks):
+                return False
+            continue
         if message.get("role") == "assistant":
             uses = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use"]
             if len(set(uses)) != len(uses):

@@ -158,9 +158,11 @@ def serve(
         )
         raise typer.Exit(2)
     defaults = ANTHROPIC_GATEWAY_CONFIG if upstream_api == "anthropic" else GatewayConfig()
-    config = GatewayConfig(
-        default_model=model or defaults.default_model,
-        cheap_model=cheap_model or model or defaults.cheap_model,
+    config = defaults.model_copy(
+        update={
+            "default_model": model or defaults.default_model,
+            "cheap_model": cheap_model or model or defaults.cheap_model,
+        }
     )
     settings = ServiceSettings(
         database_url=db,

@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 from . import unserved_tool
+from .anthropic_system import SYSTEM_ROLE
 from .files import chat_part_of_document, document_of_chat_part, image_url_of
 
 __all__ = [
@@ -91,8 +92,10 @@ def turns_of(messages: Sequence[Mapping[str, Any]]) -> list[NativeItem]:
             turns.append(NativeItem(FORMAT, item, answer_view(content)))
         elif role == "user":
             turns += _user_turns(content)
-        else:
-            raise ValidationError(f"messages[{index}].role", "must be 'user' or 'assistant'")
+        elif role != SYSTEM_ROLE:  # instructions for the call (`anthropic_system`), no turn
+            raise ValidationError(
+                f"messages[{index}].role", "must be 'user', 'assistant' or 'system'"
+            )
     return turns
 
 

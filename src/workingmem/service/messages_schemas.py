@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
+from ..formats.anthropic_system import system_texts
 from .chat_schemas import Tokens
 from .wire import Id, LongText, NotCustom, OpenShape, type_is
 
@@ -104,7 +105,7 @@ Block = Annotated[
 Blocks = Annotated[list[Block], Field(min_length=1, max_length=1000)]
 
 
-class MessageParam(BaseModel):
+class TurnParam(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Literal["user", "assistant"]
     content: LongText | Blocks
@@ -113,6 +114,36 @@ class MessageParam(BaseModel):
 class SystemBlock(OpenShape):
     type: Literal["text"]
     text: LongText
+
+
+class SystemMessageBlock(OpenShape):
+    """A block of a system message: text, or a change of the tools (refused, named)."""
+
+    type: Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class SystemMessageParam(OpenShape):
+    """A system message among the messages: instructions for the call from where it stands
+    (Claude Code sends its environment so), which join the system prompt; see
+    `workingmem.formats.anthropic_system`."""
+
+    role: Literal["system"]
+    content: LongText | Annotated[list[SystemMessageBlock], Field(min_length=1, max_length=100)]
+    clear_at: Literal["next_user_message", "never"] | None = None
+    output_config: dict[str, Any] | None = None
+
+
+MessageParam = Annotated[
+    Annotated[TurnParam, Tag("turn")] | Annotated[SystemMessageParam, Tag("system")],
+    Discriminator(
+        lambda value: (
+            "system"
+            if (value.get("role") if isinstance(value, dict) else getattr(value, "role", None))
+            == "system"
+            else "turn"
+        )
+    ),
+]
 
 
 class CustomTool(OpenShape):
@@ -177,12 +208,12 @@ class MessageCountTokensRequest(BaseModel):
     thinking: dict[str, Any] | None = None
 
     def system_text(self) -> str | None:
-        """The system prompt as one text (None: the profile's)."""
-        if self.system is None:
-            return None
-        if isinstance(self.system, str):
-            return self.system or None
-        return "\n\n".join(block.text for block in self.system) or None
+        """The system prompt as one text, the system messages' after the request's ``system``
+        (None: the profile's)."""
+        given = [self.system] if isinstance(self.system, str) else self.system or []
+        texts = [part if isinstance(part, str) else part.text for part in given]
+        texts += system_texts(dumped_messages(self))
+        return "\n\n".join(text for text in texts if text) or None
 
 
 class MessageCreateRequest(MessageCountTokensRequest):

@@ -35,6 +35,7 @@ from ...formats.anthropic import (
     stop_reason,
     turns_of,
 )
+from ...formats.anthropic_system import in_force, output_config
 from ...formats.responses_chat import new_id
 from ...gateway import AskResult
 from ...llm import Completion
@@ -58,8 +59,11 @@ from ..state import get_services
 __all__ = ["RULES", "router"]
 
 RULES = (
-    "Messages: the last is the user's (its text, or the tool_result blocks that answer the "
-    "tool_use blocks of the assistant message before it). Tools: client tools only (with an "
+    "Messages: the last user or assistant message is the user's (its text, or the "
+    "tool_result blocks that answer the tool_use blocks of the assistant message before it); "
+    "a `system` message among them is an instruction for the call, joined to the system "
+    "prompt and never stored (a block of it that adds or withdraws a tool is a 400). "
+    "Tools: client tools only (with an "
     "input_schema); a server tool (a type other than custom), or `mcp_servers` (their tools "
     "run by the upstream), is a 400 that names it. The "
     "newest turns and max_tokens must fit the model's window with the system prompt and the "
@@ -141,8 +145,9 @@ async def create_message(
         "session": x_claude_code_session_id,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
+        instructions = body.system_text()
         system: list[Message] = (
-            [{"role": "system", "content": body.system_text() or ""}] if body.system else []
+            [{"role": "system", "content": instructions}] if instructions else []
         )
         sent = [carrying(t.message, t.item if native else None) for t in turns]
         ask["passthrough"] = [*system, *sent]
@@ -178,8 +183,13 @@ def _chat_options(body: MessageCreateRequest) -> dict[str, Any]:
         temperature=body.temperature,
         top_p=body.top_p,
         top_k=body.top_k,
-        output_config=(body.model_extra or {}).get("output_config"),
+        output_config=_output_config(body),
     )
+
+
+def _output_config(body: MessageCountTokensRequest) -> dict[str, Any] | None:
+    """The call's ``output_config``: the request's, under its system messages' in force."""
+    return output_config(dumped_messages(body), (body.model_extra or {}).get("output_config"))
 
 
 _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -194,16 +204,18 @@ def _native_options(body: MessageCountTokensRequest, request: Request) -> dict[s
         exclude_unset=True,
         exclude={"model", "messages", "system", "tools", "max_tokens", "stream"},
     )
+    config = _output_config(body)
+    if config is not None:
+        fields["output_config"] = config
     headers = {
         name: request.headers[name] for name in _FORWARDED_HEADERS if name in request.headers
     }
     if headers:
         fields[HEADERS_OPTION] = headers
-    marks = [
-        block.model_extra["cache_control"]
-        for block in (body.system if isinstance(body.system, list) else ())
-        if block.model_extra and block.model_extra.get("cache_control")
-    ]
+    blocks = [b.model_dump() for b in body.system] if isinstance(body.system, list) else []
+    for _, message in in_force(dumped_messages(body)):
+        blocks += message["content"] if isinstance(message["content"], list) else []
+    marks = [block["cache_control"] for block in blocks if block.get("cache_control")]
     if marks:  # the system prompt the gateway writes keeps the client's cache mark
         fields[SYSTEM_CACHE_OPTION] = marks[-1]
     return fields
