@@ -452,6 +452,9 @@ def test_serve_upstream_api_names_what_the_upstream_speaks(
     # would leave its requests no room
     assert settings.gateway.model_info("claude-opus-5-5").context_window == 200_000
     assert apps[-2].state.settings.gateway.model_info("some-model").context_window == 128_000
+    wider = runner.invoke(app, ["serve", "--db", db, *upstream, "--context-window", "200000"])
+    assert wider.exit_code == 0, wider.output
+    assert apps[-1].state.settings.gateway.model_info("qwen3").context_window == 200_000
     assert "Anthropic" in claude.output
     wrong = runner.invoke(app, ["serve", "--db", db, *upstream, "--upstream-api", "soap"])
     assert wrong.exit_code == 2

@@ -64,6 +64,16 @@ def serve(
         str | None,
         typer.Option(metavar="MODEL", help="The model of the background summary updates."),
     ] = None,
+    context_window: Annotated[
+        int | None,
+        typer.Option(
+            metavar="TOKENS",
+            min=1_000,
+            help="The context window of the models the gateway answers with (the memory and "
+            "the answer's cap must fit it). Default: 128,000; 200,000 with --upstream-api "
+            "anthropic, as every Claude model has.",
+        ),
+    ] = None,
     working_memory_template: MemoryTemplateOpt = None,
     working_memory_schema: MemorySchemaOpt = None,
     working_memory_scope: MemoryScopeOpt = None,
@@ -162,6 +172,7 @@ def serve(
         update={
             "default_model": model or defaults.default_model,
             "cheap_model": cheap_model or model or defaults.cheap_model,
+            "default_context_window": context_window or defaults.default_context_window,
         }
     )
     settings = ServiceSettings(
