@@ -4,7 +4,7 @@ the thread. Their texts join the request's ``system`` in the call's system promp
 one whose ``clear_at`` is ``next_user_message`` counts only until a user message follows it;
 the ``output_config`` of those in force applies to the call, over the request's own.
 
-    texts = system_texts(messages)                 # ["# Environment ..."]
+    prompt = instructions(system, messages)       # the request's system, then theirs
     config = output_config(messages, body_config)  # {"effort": "medium"}
 
 The client sends them again with every call, as it sends its ``system``: the thread stores
@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["SYSTEM_ROLE", "in_force", "output_config", "system_texts"]
+__all__ = ["SYSTEM_ROLE", "in_force", "instructions", "output_config", "system_texts"]
 
 SYSTEM_ROLE = "system"
 
@@ -54,6 +54,13 @@ def system_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
                 )
             texts.append(str(block.get("text", "")))
     return [text for text in texts if text]
+
+
+def instructions(system: str | None, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The call's system prompt: the request's `system`, then the system messages' texts
+    (None: neither says anything, the profile's prompt holds)."""
+    texts = [system or "", *system_texts(messages)]
+    return "\n\n".join(text for text in texts if text) or None
 
 
 def output_config(

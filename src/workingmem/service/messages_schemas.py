@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
-from ..formats.anthropic_system import system_texts
 from .chat_schemas import Tokens
 from .wire import Id, LongText, NotCustom, OpenShape, type_is
 
@@ -133,16 +132,14 @@ class SystemMessageParam(OpenShape):
     output_config: dict[str, Any] | None = None
 
 
+def _role_kind(value: Any) -> str:
+    role = value.get("role") if isinstance(value, dict) else getattr(value, "role", None)
+    return "system" if role == "system" else "turn"
+
+
 MessageParam = Annotated[
     Annotated[TurnParam, Tag("turn")] | Annotated[SystemMessageParam, Tag("system")],
-    Discriminator(
-        lambda value: (
-            "system"
-            if (value.get("role") if isinstance(value, dict) else getattr(value, "role", None))
-            == "system"
-            else "turn"
-        )
-    ),
+    Discriminator(_role_kind),
 ]
 
 
@@ -208,12 +205,13 @@ class MessageCountTokensRequest(BaseModel):
     thinking: dict[str, Any] | None = None
 
     def system_text(self) -> str | None:
-        """The system prompt as one text, the system messages' after the request's ``system``
-        (None: the profile's)."""
-        given = [self.system] if isinstance(self.system, str) else self.system or []
-        texts = [part if isinstance(part, str) else part.text for part in given]
-        texts += system_texts(dumped_messages(self))
-        return "\n\n".join(text for text in texts if text) or None
+        """The request's ``system`` as one text (None: the profile's); the system messages
+        among the messages follow it in the call's (`anthropic_system.instructions`)."""
+        if self.system is None:
+            return None
+        if isinstance(self.system, str):
+            return self.system or None
+        return "\n\n".join(block.text for block in self.system) or None
 
 
 class MessageCreateRequest(MessageCountTokensRequest):

@@ -35,7 +35,7 @@ from ...formats.anthropic import (
     stop_reason,
     turns_of,
 )
-from ...formats.anthropic_system import in_force, output_config
+from ...formats.anthropic_system import in_force, instructions, output_config
 from ...formats.responses_chat import new_id
 from ...gateway import AskResult
 from ...llm import Completion
@@ -116,6 +116,7 @@ async def create_message(
     gateway = services.gateway
     messages = dumped_messages(body)
     turns = turns_of(messages)
+    prompt = instructions(body.system_text(), messages)
     user_id = asked.x_user_id or (body.metadata.user_id if body.metadata else None)
     if user_id is not None:
         check_id("user", user_id)
@@ -136,19 +137,18 @@ async def create_message(
         "messages": turns,
         "user_id": user_id,
         "profile": profile,
-        "system_prompt": body.system_text(),
+        "system_prompt": prompt,
         "model": model,
         "tools": chat_tools([t.model_dump(exclude_unset=True) for t in body.tools or ()]),
-        "options": _native_options(body, request) if native else _chat_options(body),
+        "options": (
+            _native_options(body, messages, request) if native else _chat_options(body, messages)
+        ),
         "max_tokens": body.max_tokens,
         "answer_format": _as_blocks,
         "session": x_claude_code_session_id,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
-        instructions = body.system_text()
-        system: list[Message] = (
-            [{"role": "system", "content": instructions}] if instructions else []
-        )
+        system: list[Message] = [{"role": "system", "content": prompt}] if prompt else []
         sent = [carrying(t.message, t.item if native else None) for t in turns]
         ask["passthrough"] = [*system, *sent]
 
@@ -175,7 +175,7 @@ async def create_message(
     return JSONResponse(_message(info, result), headers=thread_header(result.thread_id))
 
 
-def _chat_options(body: MessageCreateRequest) -> dict[str, Any]:
+def _chat_options(body: MessageCreateRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """What a chat upstream is asked for this request (``thinking`` has no place there)."""
     return chat_options(
         tool_choice=body.tool_choice.model_dump(exclude_none=True) if body.tool_choice else None,
@@ -183,19 +183,16 @@ def _chat_options(body: MessageCreateRequest) -> dict[str, Any]:
         temperature=body.temperature,
         top_p=body.top_p,
         top_k=body.top_k,
-        output_config=_output_config(body),
+        output_config=output_config(messages, (body.model_extra or {}).get("output_config")),
     )
-
-
-def _output_config(body: MessageCountTokensRequest) -> dict[str, Any] | None:
-    """The call's ``output_config``: the request's, under its system messages' in force."""
-    return output_config(dumped_messages(body), (body.model_extra or {}).get("output_config"))
 
 
 _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta")
 
 
-def _native_options(body: MessageCountTokensRequest, request: Request) -> dict[str, Any]:
+def _native_options(
+    body: MessageCountTokensRequest, messages: list[dict[str, Any]], request: Request
+) -> dict[str, Any]:
     """The request's own fields for an Anthropic upstream, as they came: those the gateway
     does not set itself (the model, the messages, the system prompt, the tools, the cap),
     fields it does not know included, and the version and beta headers."""
@@ -204,7 +201,7 @@ def _native_options(body: MessageCountTokensRequest, request: Request) -> dict[s
         exclude_unset=True,
         exclude={"model", "messages", "system", "tools", "max_tokens", "stream"},
     )
-    config = _output_config(body)
+    config = output_config(messages, fields.get("output_config"))
     if config is not None:
         fields["output_config"] = config
     headers = {
@@ -213,7 +210,7 @@ def _native_options(body: MessageCountTokensRequest, request: Request) -> dict[s
     if headers:
         fields[HEADERS_OPTION] = headers
     blocks = [b.model_dump() for b in body.system] if isinstance(body.system, list) else []
-    for _, message in in_force(dumped_messages(body)):
+    for _, message in in_force(messages):
         blocks += message["content"] if isinstance(message["content"], list) else []
     marks = [block["cache_control"] for block in blocks if block.get("cache_control")]
     if marks:  # the system prompt the gateway writes keeps the client's cache mark
@@ -270,16 +267,17 @@ async def count_tokens(
         check_id("user", user_id)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     tools = chat_tools([t.model_dump(exclude_unset=True) for t in body.tools or ()])
+    messages = dumped_messages(body)
     tokens = await gateway.count_tokens(
         tenant_id=tenant,
         thread_id=thread_id,
-        messages=turns_of(dumped_messages(body)),
+        messages=turns_of(messages),
         user_id=user_id,
         profile=profile,
-        system_prompt=body.system_text(),
+        system_prompt=instructions(body.system_text(), messages),
         model=model,
         tools=tools,
         session=x_claude_code_session_id,
-        options=_native_options(body, request) if native else None,
+        options=_native_options(body, messages, request) if native else None,
     )
     return {"input_tokens": tokens}
