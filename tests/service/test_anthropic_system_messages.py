@@ -127,22 +127,35 @@ def test_a_system_message_cleared_by_a_later_user_message_no_longer_counts(
     assert "Only for now." not in system_prompt(upstream)
 
 
-def test_a_system_message_that_changes_the_tools_is_refused(
+@pytest.mark.parametrize(
+    ("content", "error", "said"),
+    [
+        (
+            [{"type": "tool_addition", "tool": {"type": "tool_reference", "name": "x"}}],
+            anthropic.BadRequestError,
+            "messages[1].content[0].type: 'tool_addition' blocks are not served",
+        ),
+        ([{"type": "text"}], anthropic.UnprocessableEntityError, "messages.1.system.content"),
+    ],
+)
+def test_a_system_message_the_gateway_cannot_read_is_refused(
+    content: Any,
+    error: type[anthropic.APIStatusError],
+    said: str,
     gateway: tuple[anthropic.Anthropic, httpx.Client],
 ) -> None:
+    """A block that changes the tools (the model is offered the request's `tools`), or a text
+    block without its text; nothing is stored."""
     sdk, rest = gateway
-    change: Any = {
-        "role": "system",
-        "content": [{"type": "tool_addition", "tool": {"type": "tool_reference", "name": "x"}}],
-    }
-    with pytest.raises(anthropic.BadRequestError) as raised:
+    refused: Any = {"role": "system", "content": content}
+    with pytest.raises(error) as raised:
         sdk.messages.create(
             model="answer-model",
             max_tokens=100,
-            messages=[{"role": "user", "content": "Hi."}, change],
+            messages=[{"role": "user", "content": "Hi."}, refused],
             extra_headers={"X-Thread-Id": "s3"},
         )
-    assert "messages[1].content[0].type: 'tool_addition' blocks are not served" in str(raised.value)
+    assert said in str(raised.value)
     assert rest.get("/v1/threads/s3/messages").status_code == 404
 
 

@@ -115,10 +115,19 @@ class SystemBlock(OpenShape):
     text: LongText
 
 
-class SystemMessageBlock(OpenShape):
-    """A block of a system message: text, or a change of the tools (refused, named)."""
+class ToolChangeBlock(OpenShape):
+    """A block of a system message that changes the tools (``tool_addition``,
+    ``tool_removal``, ...): refused with a 400 that names it."""
 
-    type: Annotated[str, Field(min_length=1, max_length=64)]
+    type: Annotated[
+        str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"const": "text"}})
+    ]
+
+
+SystemMessageBlock = Annotated[
+    Annotated[TextBlock, Tag("text")] | Annotated[ToolChangeBlock, Tag("other")],
+    Discriminator(type_is("text")),
+]
 
 
 class SystemMessageParam(OpenShape):
