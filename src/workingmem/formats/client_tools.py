@@ -13,8 +13,7 @@ A call of such a function comes back as the client's item (a ``function_call`` n
 ``namespace``, a ``custom_tool_call`` with its ``input``), and such items, stored, are seen by
 the upstream as the calls it was offered.
 
-    offered = offered_tools(request_tools)    # chat name -> Offered; names checked
-    tools = chat_functions(request_tools)     # the chat tools
+    tools, offered = offer(request_tools)     # the chat tools; chat name -> Offered
     item = in_client_words(call_item, offered)
     flat = as_offered(stored_item)            # a stored item in the upstream's words
 """
@@ -34,10 +33,9 @@ __all__ = [
     "SEPARATOR",
     "Offered",
     "as_offered",
-    "chat_functions",
     "flat_name",
     "in_client_words",
-    "offered_tools",
+    "offer",
 ]
 
 SEPARATOR = "__"
@@ -69,29 +67,32 @@ def flat_name(item: Mapping[str, Any]) -> str:
 
 def _each(
     tools: Sequence[Mapping[str, Any]],
-) -> list[tuple[str, int, Mapping[str, Any], str | None]]:
+) -> list[tuple[str, int, Mapping[str, Any], Mapping[str, Any] | None]]:
     """Every tool the client runs, with where it is in the request (the field of its list,
-    its index) and its namespace."""
-    found: list[tuple[str, int, Mapping[str, Any], str | None]] = []
+    its index) and the namespace tool it is in."""
+    found: list[tuple[str, int, Mapping[str, Any], Mapping[str, Any] | None]] = []
     for index, tool in enumerate(tools):
         if tool.get("type") != "namespace":
             found.append(("", index, tool, None))
             continue
         for inner, grouped in enumerate(tool.get("tools") or ()):
-            found.append((f"tools[{index}].", inner, grouped, str(tool["name"])))
+            found.append((f"tools[{index}].", inner, grouped, tool))
     return found
 
 
-def offered_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, Offered]:
-    """The chat names of a request's tools that chat has no word for (a namespace's, a custom
-    tool). A tool of a type no upstream is offered (a hosted tool), a name past 64 characters,
-    or one two tools would share, is refused, named."""
+def offer(tools: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
+    """A request's tools as chat function tools, and by their chat names those that chat has
+    no word for (a namespace's, a custom tool), to read the calls back. A tool of a type no
+    upstream is offered (a hosted tool), a name past 64 characters, or one two tools would
+    share, is refused, named."""
+    functions: list[dict[str, Any]] = []
     offered: dict[str, Offered] = {}
     taken: set[str] = set()
-    for within, index, tool, namespace in _each(tools):
+    for within, index, tool, group in _each(tools):
         kind = tool.get("type")
         if kind not in _SERVED:
             raise unserved_tool(index, kind, "function and custom", within=within)
+        namespace = str(group["name"]) if group is not None else None
         name = _joined(namespace, str(tool["name"]))
         where = f"{within}tools[{index}].name"
         if len(name) > _MAX_NAME:
@@ -105,31 +106,26 @@ def offered_tools(tools: Sequence[Mapping[str, Any]]) -> dict[str, Offered]:
         taken.add(name)
         if namespace is not None or kind == "custom":
             offered[name] = Offered(str(tool["name"]), namespace, custom=kind == "custom")
-    return offered
+        functions.append(_function(tool, name, group))
+    return functions, offered
 
 
-def chat_functions(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The request's tools as chat function tools, checked by `offered_tools`."""
-    offered_tools(tools)
-    descriptions = {
-        str(tool["name"]): tool.get("description")
-        for tool in tools
-        if tool.get("type") == "namespace"
-    }
-    out: list[dict[str, Any]] = []
-    for _, _, tool, namespace in _each(tools):
-        described = [descriptions.get(namespace or ""), tool.get("description")]
-        function: dict[str, Any] = {"name": _joined(namespace, str(tool["name"]))}
-        if any(described):
-            function["description"] = "\n\n".join(text for text in described if text)
-        if tool.get("type") == "custom":
-            function["parameters"] = _input_parameters(tool.get("format"))
-        else:
-            for key in ("parameters", "strict"):
-                if tool.get(key) is not None:
-                    function[key] = tool[key]
-        out.append({"type": "function", "function": function})
-    return out
+def _function(
+    tool: Mapping[str, Any], name: str, group: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """One chat function tool: a namespace's description before the tool's own; a custom
+    tool's one parameter, its input."""
+    described = [group.get("description") if group else None, tool.get("description")]
+    function: dict[str, Any] = {"name": name}
+    if any(described):
+        function["description"] = "\n\n".join(text for text in described if text)
+    if tool.get("type") == "custom":
+        function["parameters"] = _input_parameters(tool.get("format"))
+    else:
+        for key in ("parameters", "strict"):
+            if tool.get(key) is not None:
+                function[key] = tool[key]
+    return {"type": "function", "function": function}
 
 
 def _input_parameters(fmt: object) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
 from .chat_schemas import Tokens
-from .wire import Id, LongText, NotCustom, OpenShape, type_is
+from .wire import Id, LongText, NotCustom, NotText, OpenShape, type_is
 
 __all__ = [
     "AnthropicErrorResponse",
@@ -119,9 +119,7 @@ class ToolChangeBlock(OpenShape):
     """A block of a system message that changes the tools (``tool_addition``,
     ``tool_removal``, ...): refused with a 400 that names it."""
 
-    type: Annotated[
-        str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"const": "text"}})
-    ]
+    type: NotText
 
 
 SystemMessageBlock = Annotated[

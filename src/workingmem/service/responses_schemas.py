@@ -27,7 +27,7 @@ from .chat_schemas import (
     TopLogprobs,
 )
 from .params import ID_SCHEMA
-from .wire import Id, LongText, NotClientTool, NotFunction, OpenShape, type_is
+from .wire import Id, LongText, NotClientTool, NotFunction, NotGroupedTool, OpenShape, type_is
 
 __all__ = [
     "ContextManagement",
@@ -191,7 +191,7 @@ class GroupedTool(OpenShape):
     """A tool in a namespace of another type than a function or a custom tool: refused with a
     400 that names it."""
 
-    type: str
+    type: NotGroupedTool
 
 
 class NamespaceToolIn(OpenShape):

@@ -20,7 +20,10 @@ __all__ = [
     "NotClientTool",
     "NotCustom",
     "NotFunction",
+    "NotGroupedTool",
+    "NotText",
     "OpenShape",
+    "not_of",
     "type_is",
 ]
 
@@ -37,18 +40,24 @@ class OpenShape(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def _other(*served: str) -> Any:
+def not_of(*served: str) -> Any:
+    """A ``type`` of none of `served` (what a discriminator's ``"other"`` branch takes), said
+    so in the published schema."""
     return Annotated[
         str, Field(min_length=1, max_length=64, json_schema_extra={"not": {"enum": list(served)}})
     ]
 
 
-NotFunction = _other("function")
+NotFunction = not_of("function")
 """The ``type`` of a tool (or a tool choice) of another type than OpenAI's ``function``: one
 the gateway does not run, refused with a 400 that names it."""
-NotCustom = _other("custom")
+NotCustom = not_of("custom")
 """The same for Anthropic's client tools (``custom``)."""
-NotClientTool = _other("function", "custom", "namespace")
+NotGroupedTool = not_of("function", "custom")
+"""The ``type`` of a tool in a Responses ``namespace`` that is neither a function nor custom."""
+NotText = not_of("text")
+"""The ``type`` of an Anthropic block that is no text (in a system message: refused)."""
+NotClientTool = not_of("function", "custom", "namespace")
 """The ``type`` of a Responses tool the gateway does not offer: neither a function, a custom
 tool, nor a ``namespace`` of them."""
 

@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, Response
 from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying
-from ...formats.client_tools import chat_functions, offered_tools
+from ...formats.client_tools import offer
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
 from ...formats.responses_chat import answer_turn, chat_options, native_output, new_id
 from ...gateway import AnswerStream, AskResult, Gateway
@@ -345,7 +345,7 @@ async def create_response(
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
     given_tools = [tool.model_dump(exclude_unset=True) for tool in body.tools or ()]
-    tools, offered = chat_functions(given_tools), offered_tools(given_tools)
+    tools, offered = offer(given_tools)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
     options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -577,7 +577,7 @@ async def count_input_tokens(
         profile=profile,
         system_prompt=instructions.system_prompt,
         model=model,
-        tools=chat_functions([tool.model_dump(exclude_unset=True) for tool in body.tools or ()]),
+        tools=offer([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])[0],
         appends=target.appends,
     )
     return {"object": "response.input_tokens", "input_tokens": tokens}
