@@ -256,8 +256,9 @@ class ContextAssembler:
             slot = render_memory_slot(instructions, loaded.notes)
             first = sent[0] if sent else None
             if slot and first is not None and first["role"] in ("system", "developer"):
-                text = first["content"] if isinstance(first["content"], str) else ""
-                sent[0] = cast(ChatMessage, {**first, "content": f"{text.rstrip()}\n\n{slot}"})
+                sent[0] = cast(
+                    ChatMessage, {**first, "content": _ended_with(first["content"], slot)}
+                )
             elif slot:
                 sent.insert(0, _system_message(slot))
         tokens = sum(tokenizer.count_message(m) for m in sent) + tokenizer.reply_overhead
@@ -281,6 +282,14 @@ class ContextAssembler:
 
 def _system_message(text: str) -> SystemMessage:
     return {"role": "system", "content": text}
+
+
+def _ended_with(content: Any, text: str) -> Any:
+    """A system message's content with `text` after it: a paragraph of a text, a part of
+    parts (the client's own parts kept)."""
+    if isinstance(content, str):
+        return f"{content.rstrip()}\n\n{text}"
+    return [*(content or ()), {"type": "text", "text": text}]
 
 
 def _fit(

@@ -26,6 +26,8 @@ Caller mistakes (`ValidationError`, `NotFoundError`) are kept apart from runtime
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = [
     "ConflictError",
     "ContextOverflowError",
@@ -55,13 +57,18 @@ class ValidationError(WorkingMemoryError, ValueError):
     def shifted(self, name: str, by: int) -> ValidationError:
         """The same error with the index of `name` (``messages[3]...``) moved by `by`: for a
         caller that validated a slice of a longer list and names the place in the whole."""
+        return self.renumbered(name, lambda index: index + by) if by else self
+
+    def renumbered(self, name: str, place: Callable[[int], int]) -> ValidationError:
+        """The same error with the index of `name` (``messages[3]...``) mapped by `place`: for
+        a caller that validated some items of a longer list and names their places in it."""
         prefix = f"{name}["
-        if not by or not self.field.startswith(prefix):
+        if not self.field.startswith(prefix):
             return self
         index, _, rest = self.field[len(prefix) :].partition("]")
         if not index.isdigit():
             return self
-        return ValidationError(f"{prefix}{int(index) + by}]{rest}", self.reason)
+        return ValidationError(f"{prefix}{place(int(index))}]{rest}", self.reason)
 
 
 class NotFoundError(WorkingMemoryError, LookupError):

@@ -42,6 +42,8 @@ RESPONSES = "POST /v1/responses"
 COUNT = "POST /v1/responses/input_tokens"
 COMPACT = "POST /v1/responses/compact"
 MESSAGES = ("POST /v1/messages", "POST /v1/messages/count_tokens")
+INSTRUCTIONS = ("system", "developer")
+"""The chat roles that are the call's instructions, not turns (`workingmem.service.turns`)."""
 ROOMY = CONFIG.model_copy(
     update={"models": {"answer-model": wm.ModelInfo(id="answer-model", context_window=1_000_000)}}
 )
@@ -107,8 +109,8 @@ def target(
 
 
 def in_order(body: Any) -> bool:
-    """The chat operation's description (`ORDER_RULES`), which JSON Schema cannot say: one
-    system message at most, first; the last message the user's or tool results; each tool
+    """The chat operation's description (`ORDER_RULES`), which JSON Schema cannot say: system
+    messages anywhere, the others the turns; the last turn the user's or tool results; each tool
     result right after the assistant message whose call it answers, each call answered once;
     the answer's cap and the request well within the model's window; no stream of several
     choices."""
@@ -124,15 +126,14 @@ def in_order(body: Any) -> bool:
         return False
     if len(json.dumps(body)) > 8_000:  # the test model counts 4 characters a token
         return False
-    roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
+    turns = [m for m in messages if not (isinstance(m, dict) and m.get("role") in INSTRUCTIONS)]
+    roles = [m.get("role") if isinstance(m, dict) else None for m in turns]
     if "function" in roles:
         return False
-    if any(role in ("system", "developer") for role in roles[1:]):
-        return False
-    if roles[-1] not in ("user", "tool"):
+    if not roles or roles[-1] not in ("user", "tool"):
         return False
     open_calls: set[str] = set()
-    for message, role in zip(messages, roles, strict=True):
+    for message, role in zip(turns, roles, strict=True):
         if role == "tool":
             if message.get("tool_call_id") not in open_calls:
                 return False

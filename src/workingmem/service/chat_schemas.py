@@ -71,10 +71,11 @@ TopLogprobs = Annotated[StrictInt, Field(ge=0, le=20), _JSON_INT]
 """Checked by the library (`check_id`), with its message; the pattern is published here."""
 
 ORDER_RULES = (
-    "Messages: an optional system (or developer) message first, then the conversation; the last "
-    "message is the user's, or the results of the tool calls of the assistant message before "
-    "them. A tool result follows the assistant message whose call it answers (with only other "
-    "results of that message in between) and answers each call once. The newest turns and "
+    "Messages: the conversation, with system (or developer) messages anywhere in it: their "
+    "texts, in order, are the call's system prompt, never turns of the thread. The last of the "
+    "other messages is the user's, or the results of the tool calls of the assistant message "
+    "before them. A tool result follows the assistant message whose call it answers (with only "
+    "other results of that message in between) and answers each call once. The newest turns and "
     "`max_tokens` must fit the model's window with the system prompt and the tools, else the "
     "answer is a 400 `context_length_exceeded`, as at OpenAI. `n` > 1 is served without "
     "`stream`. Tools and `tool_choice` (`allowed_tools` too): function tools only (the client "
