@@ -194,15 +194,14 @@ THREAD = {"X-Thread-Id": "th"}
             {
                 "json": {
                     "messages": [
-                        {"role": "user", "content": "a"},
-                        {"role": "system", "content": "late"},
-                        {"role": "user", "content": "b"},
+                        {"role": "system", "content": "first"},
+                        {"role": "developer", "content": "late"},
                     ]
                 },
                 "headers": THREAD,
             },
             400,
-            id="system-not-first",
+            id="instructions-alone",
         ),
         pytest.param(
             "POST", CHAT, {"json": {**HI, "user": "u\x00"}, "headers": THREAD}, 400, id="bad-user"
