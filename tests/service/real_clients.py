@@ -1,4 +1,4 @@
-"""What the tests of real clients (the AI SDK, Claude Code, the Codex CLI) share: running the
+"""What the tests of real clients (the AI SDK, Claude Code, the Codex CLI, aider) share: running the
 client in a process of its own, reading a message's text in any API's shape, and the one
 thread a client's session must be."""
 
