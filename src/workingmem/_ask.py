@@ -228,10 +228,16 @@ class Ask:
                 )
             self.usage = self.usage + completion.usage
             self.completion = completion
+            # The gateway runs its own tools while it offers them; every other call is the
+            # client's, a name it never offered too (a model may make one up): the client
+            # answers it as it would from the model directly, where dropping it would leave
+            # an empty answer.
             offered = {tool_name(tool) for tool in offer}
-            calls = [c for c in completion.tool_calls if tool_name(c) in offered]
-            ours = [c for c in calls if tool_name(c) in GATEWAY_TOOLS]
-            self.client_calls = tuple(c for c in calls if tool_name(c) not in GATEWAY_TOOLS)
+            ours = [c for c in completion.tool_calls if tool_name(c) in GATEWAY_TOOLS]
+            ours = [c for c in ours if tool_name(c) in offered]
+            self.client_calls = tuple(
+                c for c in completion.tool_calls if tool_name(c) not in GATEWAY_TOOLS
+            )
             if ours and gateway.agent_memory is not None:
                 self.rounds += 1
                 text = "" if self.client_calls else completion.text  # the client sees the text

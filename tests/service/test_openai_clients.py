@@ -163,6 +163,68 @@ def test_streamed_tool_calls_reach_the_client_and_are_stored(
     assert stored(api)[-1]["tool_calls"][0]["id"] == calls[0]["id"]
 
 
+def made_up_call(request: dict[str, Any]) -> Reply:
+    """A model that calls a tool it was not offered (a weaker model makes names up), then
+    answers the client's error result."""
+    last = request["messages"][-1]
+    if last["role"] == "tool":
+        return Reply(f"Sorry: {last['content']}")
+    return Reply("Let me look.", tool_calls=[tool_call("bash", {"cmd": "ls"}, id="call_bash")])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_call_of_a_tool_never_offered_reaches_the_client(
+    stream: bool, client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """As from the model directly: the client gets the call and answers it (agents answer an
+    unknown tool with an error), where an empty answer would leave it nothing to act on."""
+    upstream.responder = made_up_call
+    history: list[ChatCompletionMessageParam] = [{"role": "user", "content": "List files."}]
+    if stream:
+        chunks = list(
+            client.chat.completions.create(
+                model="answer-model", messages=history, tools=[WEATHER_TOOL], stream=True
+            )
+        )
+        calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or ()]
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+        assert [(c.id, c.function and c.function.name) for c in calls] == [("call_bash", "bash")]
+    else:
+        answer = client.chat.completions.create(
+            model="answer-model", messages=history, tools=[WEATHER_TOOL]
+        )
+        assert answer.choices[0].finish_reason == "tool_calls"
+        message = answer.choices[0].message
+        assert message.content == "Let me look."
+        assert [
+            (c.id, c.type == "function" and c.function.name) for c in message.tool_calls or ()
+        ] == [("call_bash", "bash")]
+    history += [
+        {
+            "role": "assistant",
+            "content": "Let me look.",
+            "tool_calls": [
+                {
+                    "id": "call_bash",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"cmd": "ls"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_bash", "content": "no tool named bash"},
+    ]
+    again = client.chat.completions.create(
+        model="answer-model", messages=history, tools=[WEATHER_TOOL]
+    )
+    assert again.choices[0].message.content == "Sorry: no tool named bash"
+    assert [(m["role"], m["content"]) for m in stored(api)] == [
+        ("user", "List files."),
+        ("assistant", "Let me look."),
+        ("tool", "no tool named bash"),
+        ("assistant", "Sorry: no tool named bash"),
+    ]
+
+
 class Weather(BaseModel):
     city: str
     celsius: int
