@@ -140,9 +140,20 @@ class AnswerStream:
         """The text and the upstream's `NativeEvent`, in the order they came."""
         return _Pieces(self._next_event)
 
+    def pieces(self, format: str) -> AsyncIterator[TextDelta | NativeEvent]:
+        """The text's pieces (`TextDelta`) and the upstream's events in `format`, in the order
+        they came: for a client that speaks the upstream's API, which passes them on."""
+        return _Pieces(lambda: self._next_piece(format))
+
     async def _next_event(self) -> str | NativeEvent:
         piece = await self._step()
         return piece.text if isinstance(piece, TextDelta) else piece
+
+    async def _next_piece(self, format: str) -> TextDelta | NativeEvent:
+        while True:
+            piece = await self._step()
+            if isinstance(piece, TextDelta) or piece.format == format:
+                return piece
 
     async def _next_delta(self) -> TextDelta:
         while True:

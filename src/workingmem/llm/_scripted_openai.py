@@ -113,7 +113,7 @@ def model_of(reply: Reply, request: dict[str, Any]) -> str:
 
 
 def completion_body(reply: Reply, request: dict[str, Any], completion_id: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text, **reply.message_extra}
     if reply.tool_calls:
         message["tool_calls"] = [dict(call) for call in reply.tool_calls]
     body: dict[str, Any] = {
@@ -177,6 +177,11 @@ def completion_chunks(
     chunks = [chunk({"role": "assistant", "content": ""})]
     text = reply.text or ""
     step = max(1, reply.chunk_chars)
+    for key, value in reply.message_extra.items():
+        pieces = [value[i : i + step] for i in range(0, len(value), step)]
+        chunks.extend(
+            chunk({key: piece}) for piece in (pieces if isinstance(value, str) else [value])
+        )
     tokens = logprobs_of(text, step, request)
     chunks.extend(
         chunk({"content": text[i : i + step]}, tokens=None if tokens is None else [tokens[n]])

@@ -32,10 +32,19 @@ import msgspec
 
 from ..errors import ValidationError
 from ..redaction import redact
-from ..types import MessageIn
+from ..types import CHAT_FORMAT, MessageIn
 from ._sdk import SHAPE_ERRORS, SdkClient, json_decode, llm_error, root_cause
 from ._text import shortened
-from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta, Usage
+from .base import (
+    CallMeta,
+    Completion,
+    LLMError,
+    NativeEvent,
+    StreamEnd,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
 from .usage import from_chat
 
 if TYPE_CHECKING:
@@ -261,7 +270,9 @@ class OpenAIClient(SdkClient):
     ) -> AsyncGenerator[StreamEvent, None]:
         """One streamed chat completion; see `StreamingLLMClient.stream`.
 
-        Yields a `TextDelta` per non-empty piece of content, then one `StreamEnd`. The SDK's
+        Yields a `TextDelta` per non-empty piece of content, a `NativeEvent` in chat's format
+        for a delta's other fields (a reasoning model's ``reasoning_content`` as vLLM, Ollama
+        and DeepSeek stream it, ``reasoning``, a ``refusal``), then one `StreamEnd`. The SDK's
         retries apply until the upstream starts answering; after that, a dropped connection or
         a stream that ends before its ``finish_reason`` is a retryable `LLMError`. Closing the
         generator early (``aclose()``) closes the HTTP response. `meta` is not sent upstream.
@@ -272,11 +283,13 @@ class OpenAIClient(SdkClient):
         try:
             async for chunk in chunks:
                 try:
-                    text, logprobs = answer.add(chunk)
+                    text, logprobs, other = answer.add(chunk)
                 except SHAPE_ERRORS as exc:
                     raise LLMError(
                         f"the upstream's stream has the wrong shape: {root_cause(exc)}"
                     ) from exc
+                if other:
+                    yield NativeEvent(CHAT_FORMAT, other)
                 if text:
                     yield TextDelta(text, logprobs)
         finally:
@@ -371,6 +384,10 @@ def logprob_tokens(tokens: object) -> tuple[dict[str, Any], ...] | None:
     return tuple(tokens)
 
 
+_ASSEMBLED = frozenset({"role", "content", "tool_calls", "function_call"})
+"""The delta fields the answer is assembled from; any other is the upstream's own, passed on."""
+
+
 @dataclass(slots=True)
 class _StreamedAnswer:
     """The answer assembled from stream chunks: text, tool calls by index, usage, finish."""
@@ -386,9 +403,11 @@ class _StreamedAnswer:
     logprobs: list[dict[str, Any]] | None = None
     """The tokens' log probabilities so far, once a chunk has carried any."""
 
-    def add(self, chunk: Mapping[str, Any]) -> tuple[str, tuple[dict[str, Any], ...]]:
-        """Takes in one chunk (its JSON); returns its new text ("" for none) and its tokens'
-        log probabilities (none unless the call asked for them)."""
+    def add(
+        self, chunk: Mapping[str, Any]
+    ) -> tuple[str, tuple[dict[str, Any], ...], dict[str, Any]]:
+        """Takes in one chunk (its JSON); returns its new text ("" for none), its tokens' log
+        probabilities (none unless the call asked for them) and its delta's other fields."""
         if self.named_model is None and chunk.get("model"):
             self.named_model = chunk["model"]
         usage = chunk.get("usage")
@@ -396,6 +415,7 @@ class _StreamedAnswer:
             self.usage = from_chat(usage)
         text = ""
         logprobs: tuple[dict[str, Any], ...] = ()
+        other: dict[str, Any] = {}
         for choice in chunk.get("choices") or ():
             if choice.get("index") not in (0, None):  # we never ask for n > 1; some omit it
                 continue
@@ -417,9 +437,14 @@ class _StreamedAnswer:
                 text += content
             for call in delta.get("tool_calls") or ():
                 self._add_tool_call(call)
+            other.update(
+                (key, value)
+                for key, value in delta.items()
+                if key not in _ASSEMBLED and value is not None and value != ""
+            )
         if text:
             self.text.append(text)
-        return text, logprobs
+        return text, logprobs, other
 
     def _add_tool_call(self, delta: Mapping[str, Any]) -> None:
         """Merges one tool-call delta into its call, found by index.

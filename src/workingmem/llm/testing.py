@@ -103,6 +103,10 @@ class Reply:
     """When streamed: close the connection after this many chunks, the body unfinished (the
     response declares its full length, so the client sees the stream broken off, as when a
     server crashes or a proxy cuts it). None streams the whole answer."""
+    message_extra: Mapping[str, Any] = field(default_factory=dict)
+    """Answering chat completions: fields of the assistant message beside its content (a
+    reasoning model's ``reasoning_content``, as vLLM, Ollama and DeepSeek send it); streamed,
+    before the content, a text in pieces of `chunk_chars`, anything else in one delta."""
     reasoning: str | None = None
     """Answering ``/v1/responses``: a reasoning item with this ``encrypted_content`` comes
     first in the output (ignored by chat completions)."""

@@ -62,7 +62,7 @@ def completion_body(result: AskResult, *, completion_id: str, created: int) -> d
     first["finish_reason"] = result.finish_reason
     message = first.setdefault("message", {})
     message["content"] = result.answer if result.answer or not result.tool_calls else None
-    if result.tool_calls:  # exactly what was stored: calls of tools not offered are dropped
+    if result.tool_calls:  # exactly what was stored: the client's calls, not the gateway's
         message["tool_calls"] = list(result.tool_calls)
     else:
         message.pop("tool_calls", None)

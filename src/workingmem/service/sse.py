@@ -1,10 +1,11 @@
 """The answer as server-sent events in OpenAI's chunk format.
 
-    first = await first_piece(stream)           # a failure before the answer: a plain error
+    first = await first_chat_piece(stream)      # a failure before the answer: a plain error
     return EventStreamResponse(answer_events(stream, first, ...), media_type="text/event-stream")
 
-The events: a chunk with the assistant role, a chunk per piece of text, the calls of the
-client's tools (each whole, in one chunk), a chunk with the finish reason, the usage chunk
+The events: a chunk with the assistant role, a chunk per piece of text (or of the upstream's
+other delta fields, as it sent them: a reasoning model's ``reasoning_content``), the calls of
+the client's tools (each whole, in one chunk), a chunk with the finish reason, the usage chunk
 (``choices: []``) when ``stream_options.include_usage``, then ``data: [DONE]``. A failure
 once the answer has begun is sent as one ``data: {"error": ...}`` event in OpenAI's error
 shape, and the stream ends. Events ready at the same moment (the role with the first piece; the
@@ -25,6 +26,7 @@ from ..errors import WorkingMemoryError
 from ..gateway import AnswerStream, AskResult
 from ..llm import NativeEvent, TextDelta, Usage
 from ..llm.usage import to_chat
+from ..types import CHAT_FORMAT
 from .chat_response import choice_logprobs
 from .disconnect import LastPiece
 from .errors import ApiError, error_body, map_error
@@ -34,6 +36,7 @@ __all__ = [
     "Finish",
     "StreamInfo",
     "answer_events",
+    "first_chat_piece",
     "first_piece",
     "named_event",
     "stream_failure",
@@ -55,6 +58,15 @@ async def first_piece(stream: AnswerStream) -> TextDelta | None:
     before it (a bad request, the upstream's 429) is answered as a plain HTTP error."""
     try:
         return await anext(stream.deltas())
+    except StopAsyncIteration:
+        return None
+
+
+async def first_chat_piece(stream: AnswerStream) -> TextDelta | NativeEvent | None:
+    """`first_piece` for a chat client, which also takes the upstream's chat deltas that carry
+    no text (a reasoning model's thinking comes before its answer)."""
+    try:
+        return await anext(stream.pieces(CHAT_FORMAT))
     except StopAsyncIteration:
         return None
 
@@ -95,7 +107,7 @@ def _event(payload: dict[str, Any]) -> bytes:
 
 async def answer_events(
     stream: AnswerStream,
-    first: TextDelta | None,
+    first: TextDelta | NativeEvent | None,
     info: StreamInfo,
     metrics: Metrics,
     keep: Finish | None = None,
@@ -127,15 +139,20 @@ async def answer_events(
             body["usage"] = None
         return body
 
+    def piece_chunk(piece: TextDelta | NativeEvent) -> dict[str, Any]:
+        if isinstance(piece, NativeEvent):  # the upstream's own delta fields, as it sent them
+            return chunk(piece.event)
+        return chunk({"content": piece.text}, tokens=piece.logprobs)
+
     async with aclosing(stream):
         opening = [_event(chunk({"role": "assistant", "content": ""}))]
         if first is not None:
-            opening.append(_event(chunk({"content": first.text}, tokens=first.logprobs)))
+            opening.append(_event(piece_chunk(first)))
         yield b"".join(opening)
         if first is not None:
             try:
-                async for piece in stream.deltas():
-                    yield _event(chunk({"content": piece.text}, tokens=piece.logprobs))
+                async for piece in stream.pieces(CHAT_FORMAT):
+                    yield _event(piece_chunk(piece))
             except Exception as exc:
                 yield _error_event(stream_failure(exc))
                 return

@@ -38,7 +38,7 @@ from ..chat_schemas import (
 from ..disconnect import ClientDisconnectedError, EventStreamResponse, unless_disconnected
 from ..errors import ApiError
 from ..params import ASK_HEADERS_DOC, AskHeaders, thread_header
-from ..sse import StreamInfo, answer_events, first_piece
+from ..sse import StreamInfo, answer_events, first_chat_piece
 from ..state import get_services
 from ..turns import plan_turns
 from . import BUSY, ERRORS, UPSTREAM
@@ -104,7 +104,7 @@ async def chat_completions(
     if body.stream:
         stream = gateway.ask_stream(**ask)
         try:
-            first = await first_piece(stream)
+            first = await first_chat_piece(stream)
         except ValidationError as exc:
             raise turns.named(exc) from exc
         headers = thread_header(stream.thread_id or "")
