@@ -24,15 +24,16 @@ than the rest of `workingmem`, and a host on the local model or its own client n
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
 from ..errors import ValidationError
 from ..redaction import redact
 from ..types import CHAT_FORMAT, MessageIn
+from ._refused_fields import RefusedFields
 from ._sdk import SHAPE_ERRORS, SdkClient, json_decode, llm_error, root_cause
 from ._text import shortened
 from .base import (
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from ._aiohttp import AiohttpPoster
 
 __all__ = ["NO_API_KEY", "OpenAIClient"]
+
+T = TypeVar("T")
 
 NO_API_KEY = "no-key"
 """The key sent to an upstream when none was configured (local servers ignore it)."""
@@ -122,6 +125,8 @@ class OpenAIClient(SdkClient):
         """False when nothing named an upstream: the SDK's default host, without a key."""
         self._max_tokens_param = max_tokens_param
         self._include_usage = True
+        self._refused = RefusedFields()
+        """The fields this upstream refused for a model, learned from its 400s."""
         """False once the upstream rejected ``stream_options``: streams stop asking for usage."""
         self._sdk_errors: tuple[type[Exception], ...] = (openai.APIError, ValueError)
         """What the SDK raises for a failed call: its own tree, and ValueError for a body it
@@ -228,7 +233,12 @@ class OpenAIClient(SdkClient):
         body = self._complete_body(
             model, messages, max_tokens, temperature, response_format, tools, options
         )
-        content = await self._post(self._path, body)
+        content = await self._adapting(
+            model,
+            body,
+            own_temperature(temperature, options),
+            lambda sent: self._post(self._path, sent),
+        )
         try:
             return self._completion_of(_decode(content), model)
         except SHAPE_ERRORS as exc:
@@ -278,7 +288,9 @@ class OpenAIClient(SdkClient):
         generator early (``aclose()``) closes the HTTP response. `meta` is not sent upstream.
         """
         fields = self._options(max_tokens, temperature, tools, options)
-        chunks = await self._open_stream(model, list(messages), fields)
+        chunks = await self._open_stream(
+            model, list(messages), fields, own_temperature(temperature, options)
+        )
         answer = _StreamedAnswer(model=model)
         try:
             async for chunk in chunks:
@@ -297,18 +309,49 @@ class OpenAIClient(SdkClient):
         yield StreamEnd(answer.completion())
 
     async def _open_stream(
-        self, model: str, messages: Sequence[MessageIn], options: dict[str, Any]
+        self,
+        model: str,
+        messages: Sequence[MessageIn],
+        options: dict[str, Any],
+        own_temperature: bool,
     ) -> _Events:
         """Sends the streamed request; once more without ``stream_options`` if it is rejected."""
+
+        def send(body: dict[str, Any]) -> Awaitable[_Events]:
+            return self._events("/chat/completions", body)
+
         if self._include_usage:
             with_usage = {**options, "stream_options": {"include_usage": True}}
             try:
-                return await self._events("/chat/completions", _body(model, messages, with_usage))
+                return await self._adapting(
+                    model, _body(model, messages, with_usage), own_temperature, send
+                )
             except LLMError as exc:
                 if not _rejects_stream_options(exc):
                     raise
             self._include_usage = False  # this server does not know the field
-        return await self._events("/chat/completions", _body(model, messages, dict(options)))
+        return await self._adapting(
+            model, _body(model, messages, dict(options)), own_temperature, send
+        )
+
+    async def _adapting(
+        self,
+        model: str,
+        body: dict[str, Any],
+        own_temperature: bool,
+        send: Callable[[dict[str, Any]], Awaitable[T]],
+    ) -> T:
+        """`send(body)` in the fields this upstream takes for `model` (`RefusedFields`); once
+        more in its words when it refuses one (OpenAI's reasoning models: their first call)."""
+        body = self._refused.applied(model, body, own_temperature=own_temperature)
+        while True:  # each adaptation takes a field out: a few at most
+            try:
+                return await send(body)
+            except LLMError as exc:
+                adapted = self._refused.adapted(model, body, exc, own_temperature=own_temperature)
+                if adapted is None:
+                    raise
+                body = adapted
 
     def _options(
         self,
@@ -497,6 +540,11 @@ class _StreamedAnswer:
             tool_calls=calls,
             logprobs=tuple(self.logprobs) if self.logprobs is not None else None,
         )
+
+
+def own_temperature(temperature: float | None, options: Mapping[str, Any] | None) -> bool:
+    """Whether a request's temperature is the gateway's own (the client's comes in `options`)."""
+    return temperature is not None and "temperature" not in (options or {})
 
 
 def _rejects_stream_options(exc: LLMError) -> bool:

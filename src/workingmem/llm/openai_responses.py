@@ -29,7 +29,7 @@ from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS
 from ._text import shortened
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta
-from .openai_client import OpenAIClient, logprob_tokens
+from .openai_client import OpenAIClient, logprob_tokens, own_temperature
 from .usage import from_responses
 
 __all__ = ["OpenAIResponsesClient"]
@@ -79,7 +79,12 @@ class OpenAIResponsesClient(OpenAIClient):
         ``response.failed`` or ``error`` event, or a stream that ends without the response, is
         an `LLMError`. Closing the generator early closes the HTTP response."""
         body = request_body(model, messages, max_tokens, temperature, None, tools, options)
-        events = await self._events("/responses", body)
+        events = await self._adapting(
+            model,
+            body,
+            own_temperature(temperature, options),
+            lambda sent: self._events("/responses", sent),
+        )
         final: Completion | None = None
         try:
             async for event in events:
