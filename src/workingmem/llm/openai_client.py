@@ -125,9 +125,9 @@ class OpenAIClient(SdkClient):
         """False when nothing named an upstream: the SDK's default host, without a key."""
         self._max_tokens_param = max_tokens_param
         self._include_usage = True
+        """False once the upstream rejected ``stream_options``: streams stop asking for usage."""
         self._refused = RefusedFields()
         """The fields this upstream refused for a model, learned from its 400s."""
-        """False once the upstream rejected ``stream_options``: streams stop asking for usage."""
         self._sdk_errors: tuple[type[Exception], ...] = (openai.APIError, ValueError)
         """What the SDK raises for a failed call: its own tree, and ValueError for a body it
         cannot parse (JSON errors, pydantic's validation errors)."""
@@ -236,7 +236,7 @@ class OpenAIClient(SdkClient):
         content = await self._adapting(
             model,
             body,
-            own_temperature(temperature, options),
+            sets_temperature(temperature, options),
             lambda sent: self._post(self._path, sent),
         )
         try:
@@ -289,7 +289,7 @@ class OpenAIClient(SdkClient):
         """
         fields = self._options(max_tokens, temperature, tools, options)
         chunks = await self._open_stream(
-            model, list(messages), fields, own_temperature(temperature, options)
+            model, list(messages), fields, sets_temperature(temperature, options)
         )
         answer = _StreamedAnswer(model=model)
         try:
@@ -542,7 +542,7 @@ class _StreamedAnswer:
         )
 
 
-def own_temperature(temperature: float | None, options: Mapping[str, Any] | None) -> bool:
+def sets_temperature(temperature: float | None, options: Mapping[str, Any] | None) -> bool:
     """Whether a request's temperature is the gateway's own (the client's comes in `options`)."""
     return temperature is not None and "temperature" not in (options or {})
 

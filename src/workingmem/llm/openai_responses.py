@@ -29,7 +29,7 @@ from ..types import MessageIn
 from ._sdk import SHAPE_ERRORS
 from ._text import shortened
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta
-from .openai_client import OpenAIClient, logprob_tokens, own_temperature
+from .openai_client import OpenAIClient, logprob_tokens, sets_temperature
 from .usage import from_responses
 
 __all__ = ["OpenAIResponsesClient"]
@@ -82,7 +82,7 @@ class OpenAIResponsesClient(OpenAIClient):
         events = await self._adapting(
             model,
             body,
-            own_temperature(temperature, options),
+            sets_temperature(temperature, options),
             lambda sent: self._events("/responses", sent),
         )
         final: Completion | None = None
