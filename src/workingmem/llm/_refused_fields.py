@@ -1,30 +1,37 @@
-"""The request fields an OpenAI upstream refuses for some of its models, learned from its 400s.
+"""The request fields an upstream refuses for some of its models, learned from its 400s.
 
-    fields = RefusedFields()
-    body = fields.applied(model, body, own_temperature=True)   # what was learned, at once
-    body = fields.adapted(model, body, error, own_temperature=True)  # None: not such a refusal
+    refused = RefusedFields()
+    answer = await refused.send(model, body, post, own_temperature=True)
 
-OpenAI's reasoning models (the o-series, GPT-5 and later) refuse ``max_tokens`` ("Use
-'max_completion_tokens' instead") and any ``temperature`` but their default; the other models,
-and the other OpenAI-compatible servers (vLLM, llama.cpp's, Ollama's), take them. So the
-client sends ``max_tokens``, which every server knows, until the upstream refuses it for a
-model; from then on that model's requests carry ``max_completion_tokens``. The gateway's own
-temperature (its summaries' 0) is left out for a model that refuses it; a client's own is the
-client's to change, and the refusal reaches it as it would from the upstream.
+Fields every server took once, which some newer models refuse:
+
+- OpenAI's reasoning models (the o-series, GPT-5 and later) refuse ``max_tokens`` ("Use
+  'max_completion_tokens' instead") and any ``temperature`` but their default; the other
+  models, and the other OpenAI-compatible servers (vLLM, llama.cpp's, Ollama's), take them. So
+  the client sends ``max_tokens``, which every server knows, until the upstream refuses it for a
+  model; from then on that model's requests carry ``max_completion_tokens``. The gateway's own
+  temperature (its summaries' 0) is left out for a model that refuses it; a client's own is the
+  client's to change, and the refusal reaches it as it would from the upstream.
+- Claude's newer models refuse ``temperature`` and ``top_p`` together ("cannot both be
+  specified"), which OpenAI's API takes and its clients send (a chat front end sets both): the
+  temperature stays, ``top_p`` goes, for that model from then on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .base import LLMError
 
-__all__ = ["RefusedFields"]
+__all__ = ["RefusedFields", "sets_temperature"]
 
 _MAX_TOKENS = "max_tokens"
 _COMPLETION_TOKENS = "max_completion_tokens"
 _TEMPERATURE = "temperature"
+_TOP_P = "top_p"
+T = TypeVar("T")
 
 
 @dataclass
@@ -35,13 +42,37 @@ class RefusedFields:
     """The models that take ``max_completion_tokens`` in place of ``max_tokens``."""
     default_temperature: set[str] = field(default_factory=set)
     """The models that take no ``temperature`` but their default."""
+    one_sampling: set[str] = field(default_factory=set)
+    """The models that take ``temperature`` or ``top_p``, not both."""
+
+    async def send(
+        self,
+        model: str,
+        body: dict[str, Any],
+        send: Callable[[dict[str, Any]], Awaitable[T]],
+        *,
+        own_temperature: bool,
+    ) -> T:
+        """`send(body)` in the fields this upstream takes for `model`; once more in its words
+        when it refuses one (such a model's first call)."""
+        body = self.applied(model, body, own_temperature=own_temperature)
+        while True:  # each adaptation takes a field out: a few at most
+            try:
+                return await send(body)
+            except LLMError as exc:
+                adapted = self.adapted(model, body, exc, own_temperature=own_temperature)
+                if adapted is None:
+                    raise
+                body = adapted
 
     def applied(self, model: str, body: dict[str, Any], *, own_temperature: bool) -> dict[str, Any]:
         """`body` in the words this upstream takes for `model`, as learned so far."""
         if model in self.completion_tokens and _MAX_TOKENS in body:
             body = _renamed(body)
         if own_temperature and model in self.default_temperature and _TEMPERATURE in body:
-            body = {key: value for key, value in body.items() if key != _TEMPERATURE}
+            body = _without(body, _TEMPERATURE)
+        if model in self.one_sampling and _TEMPERATURE in body and _TOP_P in body:
+            body = _without(body, _TOP_P)
         return body
 
     def adapted(
@@ -54,6 +85,8 @@ class RefusedFields:
         said = str(error)
         if _MAX_TOKENS in body and f"'{_MAX_TOKENS}'" in said and _COMPLETION_TOKENS in said:
             self.completion_tokens.add(model)
+        elif _TEMPERATURE in body and _TOP_P in body and "cannot both" in said:
+            self.one_sampling.add(model)
         elif own_temperature and _TEMPERATURE in body and f"'{_TEMPERATURE}'" in said:
             self.default_temperature.add(model)
         else:
@@ -61,5 +94,14 @@ class RefusedFields:
         return self.applied(model, body, own_temperature=own_temperature)
 
 
+def _without(body: dict[str, Any], name: str) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if key != name}
+
+
 def _renamed(body: dict[str, Any]) -> dict[str, Any]:
     return {(_COMPLETION_TOKENS if key == _MAX_TOKENS else key): v for key, v in body.items()}
+
+
+def sets_temperature(temperature: float | None, options: Mapping[str, Any] | None) -> bool:
+    """Whether a request's temperature is the gateway's own (the client's comes in `options`)."""
+    return temperature is not None and "temperature" not in (options or {})

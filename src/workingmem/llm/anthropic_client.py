@@ -42,6 +42,7 @@ from ..formats.breakpoints import MAX_BREAKPOINTS, newest_marks
 from ..formats.tool_choice import allowed_names
 from ..redaction import redact
 from ..types import MessageIn, NativeItem
+from ._refused_fields import RefusedFields, sets_temperature
 from ._sdk import SHAPE_ERRORS, SdkClient, llm_error, retryable_status, root_cause
 from ._text import shortened
 from .base import (
@@ -170,6 +171,8 @@ class AnthropicClient(SdkClient):
         self._sdk = anthropic
         self._sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError, ValueError)
         self._transport_errors = _transport_errors()
+        self._refused = RefusedFields()
+        """The fields this upstream refused for a model, learned from its 400s."""
         """What the SDK's HTTP library raises when a stream breaks off: the SDK does not wrap
         it once the response has begun."""
 
@@ -203,12 +206,18 @@ class AnthropicClient(SdkClient):
         body, headers = request_body(
             model, messages, max_tokens, temperature, response_format, tools, options
         )
-        try:
-            answer = await self._client.post(
-                "/v1/messages", body=body, cast_to=object, options={"headers": headers}
-            )
-        except self._sdk_errors as exc:
-            raise self._error(exc) from exc
+
+        async def post(sent: dict[str, Any]) -> object:
+            try:
+                return await self._client.post(
+                    "/v1/messages", body=sent, cast_to=object, options={"headers": headers}
+                )
+            except self._sdk_errors as exc:
+                raise self._error(exc) from exc
+
+        answer = await self._refused.send(
+            model, body, post, own_temperature=sets_temperature(temperature, options)
+        )
         try:
             return completion_of(answer, model)
         except SHAPE_ERRORS as exc:
@@ -230,17 +239,24 @@ class AnthropicClient(SdkClient):
         event, or a stream that ends before ``message_stop``, is an `LLMError`. Closing the
         generator early closes the HTTP response."""
         body, headers = request_body(model, messages, max_tokens, temperature, None, tools, options)
-        try:
-            events: anthropic.AsyncStream[dict[str, Any]] = await self._client.post(
-                "/v1/messages",
-                body={**body, "stream": True},
-                cast_to=object,
-                options={"headers": headers},
-                stream=True,
-                stream_cls=self._sdk.AsyncStream[dict[str, Any]],
-            )
-        except self._sdk_errors as exc:
-            raise self._error(exc) from exc
+
+        async def open_stream(sent: dict[str, Any]) -> anthropic.AsyncStream[dict[str, Any]]:
+            try:
+                opened: anthropic.AsyncStream[dict[str, Any]] = await self._client.post(
+                    "/v1/messages",
+                    body={**sent, "stream": True},
+                    cast_to=object,
+                    options={"headers": headers},
+                    stream=True,
+                    stream_cls=self._sdk.AsyncStream[dict[str, Any]],
+                )
+            except self._sdk_errors as exc:
+                raise self._error(exc) from exc
+            return opened
+
+        events = await self._refused.send(
+            model, body, open_stream, own_temperature=sets_temperature(temperature, options)
+        )
         message = _StreamedMessage()
         try:
             while not message.stopped:

@@ -33,7 +33,7 @@ import msgspec
 from ..errors import ValidationError
 from ..redaction import redact
 from ..types import CHAT_FORMAT, MessageIn
-from ._refused_fields import RefusedFields
+from ._refused_fields import RefusedFields, sets_temperature
 from ._sdk import SHAPE_ERRORS, SdkClient, json_decode, llm_error, root_cause
 from ._text import shortened
 from .base import (
@@ -341,17 +341,8 @@ class OpenAIClient(SdkClient):
         own_temperature: bool,
         send: Callable[[dict[str, Any]], Awaitable[T]],
     ) -> T:
-        """`send(body)` in the fields this upstream takes for `model` (`RefusedFields`); once
-        more in its words when it refuses one (OpenAI's reasoning models: their first call)."""
-        body = self._refused.applied(model, body, own_temperature=own_temperature)
-        while True:  # each adaptation takes a field out: a few at most
-            try:
-                return await send(body)
-            except LLMError as exc:
-                adapted = self._refused.adapted(model, body, exc, own_temperature=own_temperature)
-                if adapted is None:
-                    raise
-                body = adapted
+        """`send(body)` in the fields this upstream takes for `model` (`RefusedFields`)."""
+        return await self._refused.send(model, body, send, own_temperature=own_temperature)
 
     def _options(
         self,
@@ -540,11 +531,6 @@ class _StreamedAnswer:
             tool_calls=calls,
             logprobs=tuple(self.logprobs) if self.logprobs is not None else None,
         )
-
-
-def sets_temperature(temperature: float | None, options: Mapping[str, Any] | None) -> bool:
-    """Whether a request's temperature is the gateway's own (the client's comes in `options`)."""
-    return temperature is not None and "temperature" not in (options or {})
 
 
 def _rejects_stream_options(exc: LLMError) -> bool:

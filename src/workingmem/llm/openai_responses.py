@@ -26,10 +26,11 @@ from ..formats.compaction import is_ours
 from ..formats.responses import FORMAT, LOGPROBS, items_of_message
 from ..formats.tool_choice import allowed_names, responses_choice
 from ..types import MessageIn
+from ._refused_fields import sets_temperature
 from ._sdk import SHAPE_ERRORS
 from ._text import shortened
 from .base import CallMeta, Completion, LLMError, StreamEnd, StreamEvent, TextDelta
-from .openai_client import OpenAIClient, logprob_tokens, sets_temperature
+from .openai_client import OpenAIClient, logprob_tokens
 from .usage import from_responses
 
 __all__ = ["OpenAIResponsesClient"]

@@ -1,10 +1,10 @@
-"""OpenAI's reasoning models behind the gateway (the o-series, GPT-5 and later): they refuse
-``max_tokens`` ("Use 'max_completion_tokens' instead") and any ``temperature`` but their
-default, where every other model and server takes both. The gateway learns it from the first
-refusal and asks in their words from then on: the client's answer (whole and streamed) and the
-background summary (whose calls set a temperature of 0) both go through. A temperature the
-client chose is the client's: the refusal reaches it. The `openai` SDK over real HTTP, on
-SQLite and PostgreSQL."""
+"""Models that refuse fields every server took once. OpenAI's reasoning models (the o-series,
+GPT-5 and later) refuse ``max_tokens`` ("Use 'max_completion_tokens' instead") and any
+``temperature`` but their default; Claude's newer models refuse ``temperature`` and ``top_p``
+together, which a chat client sends. The gateway learns it from the first refusal and asks in
+their words from then on: the client's answer (whole and streamed) and the background summary
+(whose calls set a temperature of 0) go through. A temperature the client chose is the
+client's: the refusal reaches it. The `openai` SDK over real HTTP, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -116,3 +116,52 @@ def test_a_temperature_the_client_chose_is_refused_to_the_client(
     assert sent == [(0.0, True), (0.0, False)]  # the cap in its words, the temperature as asked
     turns = rest.get("/v1/threads/t/messages").json()["data"]
     assert [t["role"] for t in turns] == ["user"]  # the question stays, as for any upstream error
+
+
+ONE_SAMPLING = (
+    "`temperature` and `top_p` cannot both be specified for this model. Please use only one."
+)
+
+
+def claude(request: dict[str, Any]) -> ScriptedResponse:
+    """Anthropic's answer to a request for one of Claude's newer models."""
+    if "temperature" in request and "top_p" in request:
+        return StatusError(400, ONE_SAMPLING, "invalid_request_error")
+    if request.get("model") == "cheap-model":
+        return summarizing_responder({"messages": [request["messages"][-1]]})
+    return Reply("Sampled.")
+
+
+def sampled(sdk: openai.OpenAI, stream: bool) -> str:
+    """The answer to a chat request that sets both, as a chat front end does."""
+    asked: dict[str, Any] = {
+        "model": "answer-model",
+        "messages": [{"role": "user", "content": "Hi"}],
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "extra_headers": {"X-Thread-Id": "claude"},
+    }
+    if stream:
+        chunks = sdk.chat.completions.create(**asked, stream=True)
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return sdk.chat.completions.create(**asked).choices[0].message.content or ""
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_chat_clients_temperature_and_top_p_reach_claude_as_it_takes_them(
+    stream: bool, database_url: str, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    upstream.responder = claude
+    settings = settings_for(database_url, upstream, upstream_api="anthropic")
+    with (
+        LiveServer(create_app(settings)) as live,
+        openai.OpenAI(
+            base_url=f"{live.url}/v1",
+            api_key=create_key(database_url, tenant, "tests").secret,
+            max_retries=0,
+        ) as sdk,
+    ):
+        for _ in range(2):
+            assert sampled(sdk, stream) == "Sampled."
+    sent = [(r.get("temperature"), r.get("top_p")) for r in upstream.requests]
+    assert sent == [(0.3, 0.9), (0.3, None), (0.3, None)]  # refused once, then learned
