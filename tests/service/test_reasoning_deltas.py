@@ -127,3 +127,23 @@ def test_clients_of_the_other_apis_get_their_answer(live: tuple[str, str]) -> No
         ) as stream,
     ):
         assert stream.get_final_text() == "Hello!"
+
+
+def test_a_history_resent_with_the_thinking_keeps_its_thread(live: tuple[str, str]) -> None:
+    """The usual agent loop appends each answer's message as the SDK read it, thinking
+    included; the next request takes it, and the thread holds each turn once (the thinking is
+    not what was said, so it is no edit either)."""
+    url, key = live
+    history: list[Any] = []
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        for question in ["Hi!", "Hi again!", "And again!"]:
+            history.append({"role": "user", "content": question})
+            answer = sdk.chat.completions.create(
+                model="answer-model", messages=history, extra_headers={"X-Thread-Id": "loop"}
+            )
+            message = answer.choices[0].message.model_dump(exclude_none=True)
+            assert message["reasoning_content"] == THINKING
+            history.append(message)
+    assert stored(url, key, "loop") == [
+        (m["role"], m["content"]) for m in history
+    ]  # each once, without the thinking

@@ -215,6 +215,14 @@ class AssistantMessageIn(_Message):
     audio: None = None
     function_call: None = None
     annotations: Annotated[list[Any], Field(max_length=0)] | None = None
+    reasoning_content: Annotated[str | None, Field(exclude=True)] = None
+    """A reasoning model's thinking, as a chat upstream gave it (vLLM, Ollama, DeepSeek) and a
+    client resends its answers: taken, never stored nor sent on (the thread holds what was
+    said)."""
+    reasoning: Annotated[str | None, Field(exclude=True)] = None
+    """The same, under the name newer servers give it."""
+    reasoning_details: Annotated[list[Any] | None, Field(exclude=True)] = None
+    """The same, in parts."""
 
 
 class ToolMessageIn(_Message):
