@@ -225,6 +225,50 @@ def test_a_call_of_a_tool_never_offered_reaches_the_client(
     ]
 
 
+@pytest.mark.parametrize(
+    ("call_fields", "result_fields"),
+    [
+        pytest.param({"index": 0}, {}, id="a-call-with-its-stream-index"),  # Mistral's too
+        pytest.param(
+            {"extra_content": {"google": {"thought_signature": "c2ln"}}}, {}, id="gemini-extra"
+        ),
+        pytest.param({}, {"name": "get_weather"}, id="a-result-with-its-tool-name"),
+    ],
+)
+def test_the_fields_other_servers_give_a_call_are_taken_when_resent(
+    call_fields: dict[str, Any],
+    result_fields: dict[str, Any],
+    client: openai.OpenAI,
+    api: httpx.Client,
+) -> None:
+    """What another OpenAI-compatible server puts on a tool call (and a client on its result)
+    comes back in a resent history: taken, not stored, so the thread holds the unit once."""
+    call = {
+        "id": "call_x",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Lyon"}'},
+        **call_fields,
+    }
+    history: Any = [
+        {"role": "user", "content": "What is the weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_x", "content": "sunny", **result_fields},
+    ]
+    answer = client.chat.completions.create(
+        model="answer-model", messages=history, tools=[WEATHER_TOOL]
+    )
+    assert answer.choices[0].message.content == "It is sunny there."
+    turns = stored(api)
+    assert [t["role"] for t in turns] == ["user", "assistant", "tool", "assistant"]
+    assert turns[1]["tool_calls"] == [
+        {
+            "id": "call_x",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Lyon"}'},
+        }
+    ]
+
+
 class Weather(BaseModel):
     city: str
     celsius: int

@@ -188,6 +188,12 @@ class ToolCallIn(_Message):
     id: Id
     type: Literal["function"] = "function"
     function: FunctionCall
+    index: Annotated[int | None, Field(exclude=True)] = None
+    """A call's place as a streamed answer numbered it (Mistral's answers carry it too), in a
+    history resent: taken, not stored."""
+    extra_content: Annotated[dict[str, Any] | None, Field(exclude=True)] = None
+    """A provider's own data on the call (Gemini's thought signature), resent: taken, not
+    stored."""
 
 
 class AssistantMessageIn(_Message):
@@ -229,6 +235,9 @@ class ToolMessageIn(_Message):
     role: Literal["tool"]
     content: str | TextParts
     tool_call_id: Id
+    name: Annotated[str | None, Field(exclude=True)] = None
+    """The tool's name, as some clients send it with the result: taken, not stored (the call
+    names its tool)."""
 
 
 class FunctionMessageIn(_Message):
