@@ -83,11 +83,14 @@ class RefusedFields:
         if error.status_code != 400:
             return None
         said = str(error)
-        if _MAX_TOKENS in body and f"'{_MAX_TOKENS}'" in said and _COMPLETION_TOKENS in said:
+        unsupported = "unsupported" in said.lower() or "not supported" in said
+        if unsupported and _MAX_TOKENS in body and f"'{_MAX_TOKENS}'" in said:
+            if _COMPLETION_TOKENS not in said:  # refused without saying what it takes instead
+                return None
             self.completion_tokens.add(model)
         elif _TEMPERATURE in body and _TOP_P in body and "cannot both" in said:
             self.one_sampling.add(model)
-        elif own_temperature and _TEMPERATURE in body and f"'{_TEMPERATURE}'" in said:
+        elif unsupported and own_temperature and _TEMPERATURE in body and "'temperature'" in said:
             self.default_temperature.add(model)
         else:
             return None

@@ -1,0 +1,93 @@
+"""Which upstream refusals teach the gateway a model's words (`RefusedFields`), as the servers
+word them: OpenAI's and Azure's for their reasoning models, Anthropic's for Claude's newer ones;
+and the refusals that teach nothing (a request too long for vLLM names both cap fields too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from workingmem.llm import LLMError
+from workingmem.llm._refused_fields import RefusedFields
+
+BODY: dict[str, Any] = {"model": "m", "max_tokens": 100, "temperature": 0.0, "messages": []}
+
+
+def refusal(message: str) -> LLMError:
+    return LLMError(message, status_code=400, upstream=True)
+
+
+@pytest.mark.parametrize(
+    ("said", "own", "sent"),
+    [
+        pytest.param(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead.",
+            True,
+            {"model": "m", "max_completion_tokens": 100, "temperature": 0.0, "messages": []},
+            id="openai-max-tokens",
+        ),
+        pytest.param(
+            "Unsupported value: 'temperature' does not support 0.0 with this model. "
+            "Only the default (1) value is supported.",
+            True,
+            {"model": "m", "max_tokens": 100, "messages": []},
+            id="openai-temperature",
+        ),
+        pytest.param(
+            "Unsupported parameter: 'temperature' is not supported with this model.",
+            True,
+            {"model": "m", "max_tokens": 100, "messages": []},
+            id="responses-temperature",
+        ),
+    ],
+)
+def test_a_refusal_is_learned_for_the_model(said: str, own: bool, sent: dict[str, Any]) -> None:
+    refused = RefusedFields()
+    assert refused.adapted("m", dict(BODY), refusal(said), own_temperature=own) == sent
+    assert refused.applied("m", dict(BODY), own_temperature=own) == sent  # from then on
+    assert refused.applied("other", dict(BODY), own_temperature=own) == BODY  # that model's
+
+
+@pytest.mark.parametrize(
+    ("said", "status", "own"),
+    [
+        pytest.param(
+            "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum "
+            "context length is 8192 tokens and your request has 5000 input tokens",
+            400,
+            True,
+            id="vllm-too-long",
+        ),
+        pytest.param(
+            "Unsupported value: 'temperature' does not support 0.2 with this model.",
+            400,
+            False,  # the client's temperature: its refusal is the client's
+            id="the-clients-temperature",
+        ),
+        pytest.param(
+            "Unsupported parameter: 'max_tokens' is not supported with this model.",
+            429,
+            True,
+            id="not-a-400",
+        ),
+    ],
+)
+def test_other_refusals_teach_nothing(said: str, status: int, own: bool) -> None:
+    refused = RefusedFields()
+    error = LLMError(said, status_code=status, upstream=True)
+    assert refused.adapted("m", dict(BODY), error, own_temperature=own) is None
+    assert refused.applied("m", dict(BODY), own_temperature=own) == BODY
+
+
+def test_claude_keeps_the_temperature_without_top_p() -> None:
+    refused = RefusedFields()
+    body = {"model": "c", "temperature": 0.3, "top_p": 0.9, "max_tokens": 10}
+    said = "`temperature` and `top_p` cannot both be specified for this model. Please use only one."
+    kept = refused.adapted("c", body, refusal(said), own_temperature=False)
+    assert kept == {"model": "c", "temperature": 0.3, "max_tokens": 10}
+    assert refused.applied("c", {"model": "c", "top_p": 0.9}, own_temperature=False) == {
+        "model": "c",
+        "top_p": 0.9,  # alone, top_p stays
+    }
