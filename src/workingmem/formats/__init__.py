@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["ORIGINAL_KEY", "carrying", "unserved_choice", "unserved_tool"]
+__all__ = ["ORIGINAL_KEY", "carrying", "joined_instructions", "unserved_choice", "unserved_tool"]
 
 ORIGINAL_KEY = "workingmem_original"
 """A window's message sent to an upstream that speaks a turn's own format (the Responses API,
@@ -23,6 +23,14 @@ def carrying(message: Mapping[str, Any], original: Mapping[str, Any] | None) -> 
     """`message` (a chat view) carrying its `original` under `ORIGINAL_KEY`; as it is when
     there is none."""
     return {**message, ORIGINAL_KEY: original} if original else dict(message)
+
+
+def joined_instructions(*texts: str | None) -> str | None:
+    """A call's system prompt from the instructions a request gives in several places (its
+    ``system`` or ``instructions``, its system messages), in order, the empty ones left out;
+    None when none says anything (the profile's prompt holds)."""
+    given = [text for text in texts if text]
+    return "\n\n".join(given) if given else None
 
 
 def unserved_tool(index: int, kind: object, served: str, within: str = "") -> ValidationError:

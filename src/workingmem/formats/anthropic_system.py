@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ValidationError
+from . import joined_instructions
 
 __all__ = ["SYSTEM_ROLE", "in_force", "instructions", "output_config", "system_texts"]
 
@@ -59,8 +60,7 @@ def system_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 def instructions(system: str | None, messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The call's system prompt: the request's `system`, then the system messages' texts
     (None: neither says anything, the profile's prompt holds)."""
-    texts = [system or "", *system_texts(messages)]
-    return "\n\n".join(text for text in texts if text) or None
+    return joined_instructions(system, *system_texts(messages))
 
 
 def output_config(

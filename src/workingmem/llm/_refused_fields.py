@@ -84,10 +84,8 @@ class RefusedFields:
             return None
         said = str(error)
         unsupported = "unsupported" in said.lower() or "not supported" in said
-        if unsupported and _MAX_TOKENS in body and f"'{_MAX_TOKENS}'" in said:
-            if _COMPLETION_TOKENS not in said:  # refused without saying what it takes instead
-                return None
-            self.completion_tokens.add(model)
+        if unsupported and _MAX_TOKENS in body and _COMPLETION_TOKENS in said:
+            self.completion_tokens.add(model)  # "'max_tokens' ... Use 'max_completion_tokens'"
         elif _TEMPERATURE in body and _TOP_P in body and "cannot both" in said:
             self.one_sampling.add(model)
         elif unsupported and own_temperature and _TEMPERATURE in body and "'temperature'" in said:

@@ -171,10 +171,10 @@ class AnthropicClient(SdkClient):
         self._sdk = anthropic
         self._sdk_errors: tuple[type[Exception], ...] = (anthropic.APIError, ValueError)
         self._transport_errors = _transport_errors()
-        self._refused = RefusedFields()
-        """The fields this upstream refused for a model, learned from its 400s."""
         """What the SDK's HTTP library raises when a stream breaks off: the SDK does not wrap
         it once the response has begun."""
+        self._refused = RefusedFields()
+        """The fields this upstream refused for a model, learned from its 400s."""
 
     @property
     def base_url(self) -> str:

@@ -24,9 +24,9 @@ than the rest of `workingmem`, and a host on the local model or its own client n
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_API_KEY", "OpenAIClient"]
 
-T = TypeVar("T")
 
 NO_API_KEY = "no-key"
 """The key sent to an upstream when none was configured (local servers ignore it)."""
@@ -233,11 +232,11 @@ class OpenAIClient(SdkClient):
         body = self._complete_body(
             model, messages, max_tokens, temperature, response_format, tools, options
         )
-        content = await self._adapting(
+        content = await self._refused.send(
             model,
             body,
-            sets_temperature(temperature, options),
             lambda sent: self._post(self._path, sent),
+            own_temperature=sets_temperature(temperature, options),
         )
         try:
             return self._completion_of(_decode(content), model)
@@ -323,26 +322,16 @@ class OpenAIClient(SdkClient):
         if self._include_usage:
             with_usage = {**options, "stream_options": {"include_usage": True}}
             try:
-                return await self._adapting(
-                    model, _body(model, messages, with_usage), own_temperature, send
+                return await self._refused.send(
+                    model, _body(model, messages, with_usage), send, own_temperature=own_temperature
                 )
             except LLMError as exc:
                 if not _rejects_stream_options(exc):
                     raise
             self._include_usage = False  # this server does not know the field
-        return await self._adapting(
-            model, _body(model, messages, dict(options)), own_temperature, send
+        return await self._refused.send(
+            model, _body(model, messages, dict(options)), send, own_temperature=own_temperature
         )
-
-    async def _adapting(
-        self,
-        model: str,
-        body: dict[str, Any],
-        own_temperature: bool,
-        send: Callable[[dict[str, Any]], Awaitable[T]],
-    ) -> T:
-        """`send(body)` in the fields this upstream takes for `model` (`RefusedFields`)."""
-        return await self._refused.send(model, body, send, own_temperature=own_temperature)
 
     def _options(
         self,

@@ -80,11 +80,11 @@ class OpenAIResponsesClient(OpenAIClient):
         ``response.failed`` or ``error`` event, or a stream that ends without the response, is
         an `LLMError`. Closing the generator early closes the HTTP response."""
         body = request_body(model, messages, max_tokens, temperature, None, tools, options)
-        events = await self._adapting(
+        events = await self._refused.send(
             model,
             body,
-            sets_temperature(temperature, options),
             lambda sent: self._events("/responses", sent),
+            own_temperature=sets_temperature(temperature, options),
         )
         final: Completion | None = None
         try:

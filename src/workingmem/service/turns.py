@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ValidationError
+from ..formats import joined_instructions
 from ..types import Message
 from .chat_schemas import ChatCompletionRequest
 
@@ -65,5 +66,4 @@ def plan_turns(body: ChatCompletionRequest) -> NewTurns:
         else:
             turns.append(message)
             places.append(index)
-    system = "\n\n".join(text for text in texts if text) or None
-    return NewTurns(system_prompt=system, messages=turns, places=tuple(places))
+    return NewTurns(joined_instructions(*texts), turns, tuple(places))

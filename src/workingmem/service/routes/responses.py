@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ...compaction import restored
 from ...errors import ConflictError
-from ...formats import carrying
+from ...formats import carrying, joined_instructions
 from ...formats.client_tools import offer
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
 from ...formats.responses_chat import answer_turn, chat_options, native_output, new_id
@@ -241,13 +241,8 @@ def _instructions(
             texts.append(text)
         if len(texts) == len(turns):
             texts = []
-    carried = _joined(previous, *texts)
-    return _Instructions(_joined(given, carried), carried), turns[len(texts) :]
-
-
-def _joined(*texts: str | None) -> str | None:
-    given = [text for text in texts if text]
-    return "\n\n".join(given) if given else None
+    carried = joined_instructions(previous, *texts)
+    return _Instructions(joined_instructions(given, carried), carried), turns[len(texts) :]
 
 
 async def _restored(
