@@ -26,6 +26,7 @@ from .context import AssembledContext, AssemblyWarning
 from .errors import ConflictError, ValidationError
 from .formats import carrying
 from .formats.breakpoints import newest_marks
+from .formats.chat_answer import answer_item
 from .formats.tool_choice import allowing
 from .gateway_config import CallPlan
 from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEnd, TextDelta, Usage
@@ -35,7 +36,7 @@ from .stores.base import Store, append_and_release, read_turns
 from .strategies import update_due
 from .tokens import tokenizer_for
 from .tokens._recent import counting_for
-from .types import Message, MessageIn, NativeItem, Strategy, Turn
+from .types import CHAT_FORMAT, Message, MessageIn, NativeItem, Strategy, Turn
 
 if TYPE_CHECKING:
     from .gateway import Gateway
@@ -260,6 +261,8 @@ class Ask:
         turn: MessageIn | NativeItem = stored
         if self.answer_format is not None:
             turn = self.answer_format(stored, None if reviewed else self.completion)
+        elif not reviewed and self.completion is not None:
+            turn = answer_item(stored, self.completion.own_fields)
         self.turns += await self._store_output([turn], from_model=not reviewed, last=True)
         self._submit_update(reviewed)
         assert self.context is not None
@@ -332,10 +335,12 @@ class Ask:
         )
 
     def _as_sent(self, turn: Turn) -> dict[str, Any]:
-        """A stored turn as a message to the upstream: its chat view, with the turn as stored
-        for a client that speaks its format (see `upstream_messages`)."""
+        """A stored turn as a message to the upstream: its chat view (as stored when it was
+        stored in chat's own format), with the turn as stored for a client that speaks its
+        format (see `upstream_messages`)."""
         native = self.gateway.native_format
-        return carrying(turn.to_message(), turn.in_format(native) if native else None)
+        view = turn.in_format(CHAT_FORMAT) or turn.to_message()
+        return carrying(view, turn.in_format(native) if native else None)
 
     def _answer_item(self, calls: Sequence[dict[str, Any]], *, text: bool) -> NativeItem | None:
         """The upstream's answer in its own format, when its client keeps one (`answer_item`:
@@ -366,12 +371,9 @@ class Ask:
                 user_id=self.user_id,
             )
             results.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-        assistant: Message | NativeItem = {
-            "role": "assistant",
-            "content": text or None,
-            "tool_calls": calls,
-        }
-        assistant = self._answer_item(calls, text=bool(text)) or assistant
+        said: Message = {"role": "assistant", "content": text or None, "tool_calls": calls}
+        own = self.completion.own_fields if self.completion is not None else None
+        assistant = self._answer_item(calls, text=bool(text)) or answer_item(said, own)
         return await self._store_output([assistant, *results], from_model=True)
 
     async def _store_output(

@@ -494,7 +494,7 @@ def _loaded(
     recalled: Recalled | None = None,
 ) -> WorkingMemoryLoad:
     return WorkingMemoryLoad(
-        messages=[turn.message for turn in window],
+        messages=[turn.sent for turn in window],
         notes=notes,
         tokens=tokens,
         strategy=strategy,

@@ -254,6 +254,16 @@ class CountedTurn:
     """The OpenAI chat-format message."""
     tokens: int
     """Its tokens with the call's tokenizer, per-message overhead included."""
+    original: dict[str, Any] | None = None
+    """The turn as the chat API takes it, when it was stored as one beside its view: a chat
+    upstream's answer with the fields of its own that `message` leaves out (a reasoning
+    model's ``reasoning_content``, a call's ``extra_content``), which that upstream asks
+    back; None when `message` is what is sent."""
+
+    @property
+    def sent(self) -> ChatMessage:
+        """The message a window sends: `original` when there is one, else `message`."""
+        return cast(ChatMessage, self.original) if self.original is not None else self.message
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +383,8 @@ class WorkingMemoryLoad:
     """The history part of one model request (spec 000, load)."""
 
     messages: list[ChatMessage]
-    """The window, oldest first, the current user turn last; OpenAI chat format."""
+    """The window, oldest first, the current user turn last; OpenAI chat format (a turn
+    stored in it with fields of its upstream's own, as it was stored: `CountedTurn.original`)."""
     notes: str = ""
     """The text for the "About this conversation" part of the {memory} slot; "" for nothing."""
     tokens: int = 0

@@ -14,6 +14,7 @@ from tests.helpers import (
     assistant,
     user,
 )
+from tests.thinking_upstreams import WEATHER, deepseek_thinking, thought
 from workingmem.gateway import Gateway
 from workingmem.gateway_config import Overrides
 from workingmem.llm import OpenAIClient
@@ -408,3 +409,34 @@ async def test_a_reviewers_text_too_large_to_store_is_the_hosts_error(
         await gateway.ask(tenant_id=tenant, thread_id="th", message="Hi", review=verbose)
     turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
     assert [t.role for t in turns] == ["user"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_upstream_s_own_fields_are_stored_with_the_answer_and_sent_back(
+    gateway: Gateway, upstream: ScriptedUpstream, tenant: str, stream: bool
+) -> None:
+    """A host's ask without an answer format keeps what a thinking model asks back (its
+    ``reasoning_content``) in the stored turn, beside the view, and the window sends it."""
+    upstream.responder = deepseek_thinking
+
+    async def ask(**given: Any) -> wm.AskResult:
+        if not stream:
+            return await gateway.ask(tenant_id=tenant, thread_id="th", tools=[WEATHER], **given)
+        answer = gateway.ask_stream(tenant_id=tenant, thread_id="th", tools=[WEATHER], **given)
+        async for _ in answer:
+            pass
+        assert answer.result is not None
+        return answer.result
+
+    first = await ask(message="The weather in Paris?")
+    call_id = first.tool_calls[0]["id"]
+    second = await ask(messages=[{"role": "tool", "tool_call_id": call_id, "content": "sunny"}])
+    assert second.answer == "It is sunny."
+    turns = await gateway.store.list_turns(tenant_id=tenant, thread_id="th")
+    calling = turns[1]
+    assert (calling.format, calling.tool_calls[0].id) == (wm.CHAT_FORMAT, call_id)
+    assert calling.item is not None
+    assert calling.item["reasoning_content"] == thought(call_id)
+    assert "reasoning_content" not in calling.to_message()
+    sent = answer_requests(upstream)[-1]["messages"]
+    assert [m.get("reasoning_content") for m in sent if m.get("tool_calls")] == [thought(call_id)]

@@ -132,6 +132,11 @@ class Completion:
     """The answer's tokens with their log probabilities, as the chat API gives them
     (``{"token", "logprob", "bytes", "top_logprobs"}``), when the call asked for them
     (``logprobs``) and the upstream gave them; None otherwise."""
+    own_fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The answer message's fields that OpenAI's chat message does not have, as a chat
+    upstream gave them (a reasoning model's ``reasoning_content``; streamed, its pieces
+    joined), which that upstream may ask back with the turn (`formats.chat_answer`); None
+    when it gave none. Its calls' own fields are in `tool_calls`."""
 
 
 @runtime_checkable

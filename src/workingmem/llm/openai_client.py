@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import msgspec
 
 from ..errors import ValidationError
+from ..formats.chat_answer import call_fields, own_fields
 from ..redaction import redact
 from ..types import CHAT_FORMAT, MessageIn
 from ._refused_fields import RefusedFields, sets_temperature
@@ -389,6 +390,7 @@ def _completion(response: Any, model: str) -> Completion:
         tool_calls=tuple({k: v for k, v in call.items() if v is not None} for call in calls),
         raw=response,
         logprobs=token_logprobs(choice),
+        own_fields=own_fields(message) or None,
     )
 
 
@@ -420,11 +422,15 @@ class _StreamedAnswer:
     named_model: str | None = None
     text: list[str] = field(default_factory=list)
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """``{"id", "name", "arguments"}`` per tool-call index, as far as the deltas went."""
+    """``{"id", "name", "arguments", "own"}`` per tool-call index, as far as the deltas went
+    (``own``: the call's fields OpenAI's does not have)."""
     usage: Usage | None = None
     finish_reason: str | None = None
     logprobs: list[dict[str, Any]] | None = None
     """The tokens' log probabilities so far, once a chunk has carried any."""
+    own: dict[str, Any] = field(default_factory=dict)
+    """The message's own fields so far (`Completion.own_fields`): a text's pieces joined, a
+    list's items in order, anything else as last given."""
 
     def add(
         self, chunk: Mapping[str, Any]
@@ -465,6 +471,8 @@ class _StreamedAnswer:
                 for key, value in delta.items()
                 if key not in _ASSEMBLED and value is not None and value != ""
             )
+        for key, value in own_fields(other).items():
+            self.own[key] = _joined(self.own.get(key), value)
         if text:
             self.text.append(text)
         return text, logprobs, other
@@ -477,9 +485,12 @@ class _StreamedAnswer:
         """
         given = delta.get("index")
         index = given if given is not None else self._index_of(delta.get("id"))
-        call = self.tool_calls.setdefault(index, {"id": None, "name": None, "arguments": ""})
+        call = self.tool_calls.setdefault(
+            index, {"id": None, "name": None, "arguments": "", "own": {}}
+        )
         if call["id"] is None and delta.get("id"):
             call["id"] = delta["id"]
+        call["own"].update(call_fields(delta))  # a thought signature, in its first delta
         function = delta.get("function")
         if function is None:
             return
@@ -509,6 +520,7 @@ class _StreamedAnswer:
                 "id": call["id"] or f"call_{index}",
                 "type": "function",
                 "function": {"name": call["name"] or "", "arguments": call["arguments"]},
+                **call["own"],
             }
             for index, call in sorted(self.tool_calls.items())
         )
@@ -519,7 +531,18 @@ class _StreamedAnswer:
             finish_reason=self.finish_reason,
             tool_calls=calls,
             logprobs=tuple(self.logprobs) if self.logprobs is not None else None,
+            own_fields=self.own or None,
         )
+
+
+def _joined(before: object, piece: object) -> object:
+    """A streamed field with its next `piece`: texts and lists go on, anything else is
+    replaced."""
+    if isinstance(before, str) and isinstance(piece, str):
+        return before + piece
+    if isinstance(before, list) and isinstance(piece, list):
+        return [*before, *piece]
+    return piece
 
 
 def _rejects_stream_options(exc: LLMError) -> bool:

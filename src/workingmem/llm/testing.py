@@ -86,7 +86,8 @@ class Reply:
     completion_tokens: int | None = None
     """The reported output tokens; None estimates them from the text (chars / 4)."""
     tool_calls: Sequence[Mapping[str, Any]] = ()
-    """Tool calls in OpenAI message format; see `tool_call`."""
+    """Tool calls in OpenAI message format (see `tool_call`), with any fields of a server's own
+    (Gemini's ``extra_content``), streamed in the call's first delta."""
     finish_reason: str | None = None
     """None picks ``tool_calls`` when there are calls, else ``stop``."""
     model: str | None = None

@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, KnownAppend, Row, TailRead
-from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
+from ._sql_reads import CHAT_ORIGINAL, STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
 
 __all__ = [
     "APPENDS",
@@ -121,14 +121,16 @@ span AS (SELECT CASE WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 
                      ELSE coalesce(stop.passed, stop.uncounted, stop.scanned, top.seq + 1) END
                 AS first
          FROM top, stop)
-SELECT NULL::integer AS seq, NULL::integer, json_build_array({_TAIL_THREAD})::text, NULL::integer
+SELECT NULL::integer AS seq, NULL::integer, json_build_array({_TAIL_THREAD})::text, NULL::integer,
+       NULL::text
 FROM th
 UNION ALL
 SELECT t.seq, t.unit_seq, t.message,
        CASE WHEN (SELECT own FROM top) THEN t.tokens
          ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
-               AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END
-FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens FROM turns AS u
+               AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END,
+       {CHAT_ORIGINAL}
+FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens, u.format, u.item FROM turns AS u
       WHERE u.thread_pk = (SELECT pk FROM top) AND u.seq <= (SELECT seq FROM top)
         AND u.seq >= (SELECT first FROM span)
       ORDER BY u.seq DESC LIMIT %(limit)s) AS t
@@ -136,12 +138,13 @@ ORDER BY seq DESC NULLS FIRST
 """
 """The thread row with its memory state, then its newest turns, in one statement: the thread's
 columns once, as a JSON array in the message column of the first row, so that a turn's row
-holds its four columns and no empty ones (14 empty ones a row cost the server and the driver
-about a third more than the turns' own). With a token goal the turns are read from the head of
-the unit of the first turn that passes the goal (a window takes units whole). With the thread's
-own tokenizer, and every turn counted, that turn is found in one probe of the running counts'
-index (migration 13: the oldest whose running count is at least the newest's less the goal);
-else the newest counts (another tokenizer's, or some not made yet) are summed newest first
+holds its own columns and none of the thread's (14 empty ones a row cost the server and the
+driver about a third more than the turns' own); a turn's last column is its item when it was
+stored in chat's own format (`CHAT_ORIGINAL`). With a token goal the turns are read from the
+head of the unit of the first turn that passes the goal (a window takes units whole). With the
+thread's own tokenizer, and every turn counted, that turn is found in one probe of the running
+counts' index (migration 13: the oldest whose running count is at least the newest's less the
+goal); else the newest counts (another tokenizer's, or some not made yet) are summed newest first
 over a bounded scan (bounded by seq, not only by LIMIT, so that no plan reads the whole thread
 when the statistics are stale), where a turn not counted yet leaves the goal undecided and
 `UNCOUNTED_PAGE` turns from it are read for the caller to count."""

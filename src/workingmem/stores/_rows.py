@@ -265,7 +265,9 @@ def first_tokenizer(column: str) -> str | None:
 def counted_tail(
     tokenizer: Tokenizer, rows: Sequence[Sequence[Any]]
 ) -> tuple[list[CountedTurn], dict[int, int]]:
-    """Turns (oldest first) from tail rows read newest first as (seq, unit_seq, message, tokens).
+    """Turns (oldest first) from tail rows read newest first as (seq, unit_seq, message,
+    tokens, original): the original is the item of a turn stored in chat's own format, else
+    NULL (`CountedTurn.original`).
 
     A turn whose count with `tokenizer` is not stored yet is counted here; those counts are
     returned too, {seq: tokens}, for the store to remember.
@@ -279,8 +281,11 @@ def counted_tail(
     }
     turns = [
         _counted_turn(seq, unit_seq, message, missing[seq] if tokens is None else tokens)
-        for (seq, unit_seq, _, tokens), message in zip(rows, messages, strict=True)
+        for (seq, unit_seq, _, tokens, _), message in zip(rows, messages, strict=True)
     ]
+    for turn, row in zip(turns, rows, strict=True):
+        if row[4] is not None:  # rare: most turns are their view
+            _SET_ORIGINAL(turn, loads_item(row[4]))
     return turns, missing
 
 
@@ -289,8 +294,8 @@ def _slot_setter(name: str) -> Callable[[CountedTurn, Any], None]:
     return setter
 
 
-_SET_SEQ, _SET_UNIT_SEQ, _SET_MESSAGE, _SET_TOKENS = map(
-    _slot_setter, ("seq", "unit_seq", "message", "tokens")
+_SET_SEQ, _SET_UNIT_SEQ, _SET_MESSAGE, _SET_TOKENS, _SET_ORIGINAL = map(
+    _slot_setter, ("seq", "unit_seq", "message", "tokens", "original")
 )
 
 
@@ -303,6 +308,7 @@ def _counted_turn(seq: int, unit_seq: int, message: ChatMessage, tokens: int) ->
     _SET_UNIT_SEQ(turn, unit_seq)
     _SET_MESSAGE(turn, message)
     _SET_TOKENS(turn, tokens)
+    _SET_ORIGINAL(turn, None)
     return turn
 
 

@@ -14,13 +14,14 @@ from datetime import UTC
 from ..errors import NotFoundError, ValidationError
 from ..messages import check_id
 from ..tokens import Tokenizer
-from ..types import Thread, Turn, WorkingMemoryState
+from ..types import CHAT_FORMAT, Thread, Turn, WorkingMemoryState
 from . import _rows, _search
 from ._dialect import Dialect, Row, Session, TailRead, TurnSearch
 from ._known import KnownThreads
 from .base import Tail
 
 __all__ = [
+    "CHAT_ORIGINAL",
     "SELECT_THREAD",
     "STATE_COLUMNS_OF_S",
     "THREAD_COLUMNS",
@@ -40,6 +41,9 @@ THREAD_COLUMNS_OF_TH = ", ".join("th." + column.strip() for column in THREAD_COL
 """`THREAD_COLUMNS` of the table aliased ``th``."""
 STATE_COLUMNS_OF_S = "s.version, s.summary, s.facts, s.turn_count, s.updated_at"
 """A memory state as `_rows.state_of` reads it, of ``memory_states`` aliased ``s``."""
+CHAT_ORIGINAL = f"CASE WHEN item IS NOT NULL AND format = '{CHAT_FORMAT}' THEN item END"
+"""A tail row's last column: the item of a turn stored in chat's own format beside its view
+(`CountedTurn.original`), else NULL; the other formats' items are their clients' to read."""
 SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
 """A thread's row by its ids."""
 TURN_COLUMNS = "seq, message, created_at, format, item"

@@ -31,7 +31,7 @@ from ..errors import StoreError
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
 from ._leases import RELEASE_THREAD
-from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
+from ._sql_reads import CHAT_ORIGINAL, STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
 from ._sql_threads import INSERT_THREAD, INSERT_TURN, INSERT_TURN_TOKENS
 from ._sqlite_thread import Connection
 from .migrations import load_migrations
@@ -48,14 +48,14 @@ _THREAD = (
 )
 """The thread's row and its memory state's (NULLs when it has none)."""
 _OWN = (
-    "SELECT seq, unit_seq, message, tokens FROM turns WHERE thread_pk = ? AND seq <= ? "
-    "ORDER BY seq DESC"
+    f"SELECT seq, unit_seq, message, tokens, {CHAT_ORIGINAL} FROM turns "
+    "WHERE thread_pk = ? AND seq <= ? ORDER BY seq DESC"
 )
 """The newest turns with the thread's own counts (its first tokenizer's)."""
 _OTHER = (
-    "SELECT t.seq, t.unit_seq, t.message, k.tokens FROM turns AS t LEFT JOIN turn_tokens AS k "
-    "ON k.thread_pk = t.thread_pk AND k.tokenizer = ? AND k.seq = t.seq "
-    "WHERE t.thread_pk = ? AND t.seq <= ? ORDER BY t.seq DESC"
+    f"SELECT t.seq, t.unit_seq, t.message, k.tokens, {CHAT_ORIGINAL} FROM turns AS t "
+    "LEFT JOIN turn_tokens AS k ON k.thread_pk = t.thread_pk AND k.tokenizer = ? "
+    "AND k.seq = t.seq WHERE t.thread_pk = ? AND t.seq <= ? ORDER BY t.seq DESC"
 )
 """The newest turns with another tokenizer's counts."""
 _SEARCH = (
@@ -129,10 +129,10 @@ def _empty(thread: Row, opening: KnownAppend) -> bool:
 
 
 def _walk(turns: Iterable[Row], read: TailRead) -> list[Row]:
-    """The rows `read` asks for from (seq, unit_seq, message, tokens) rows, newest first: at most
-    `limit`; with a token goal, through the first turn whose counts pass it and the rest of
-    its unit (a window takes units whole). A turn not counted yet leaves the goal undecided:
-    `UNCOUNTED_PAGE` rows more are read from there, for the caller to count."""
+    """The rows `read` asks for from (seq, unit_seq, message, tokens, original) rows, newest
+    first: at most `limit`; with a token goal, through the first turn whose counts pass it and
+    the rest of its unit (a window takes units whole). A turn not counted yet leaves the goal
+    undecided: `UNCOUNTED_PAGE` rows more are read from there, for the caller to count."""
     rows: list[Row] = []
     covered, uncounted, head = 0, 0, None
     for row in turns:

@@ -1,0 +1,57 @@
+"""A chat upstream's answer as the thread stores it: with the fields of its own that the chat
+view leaves out, which the upstream asks back.
+
+    turn = answer_item(message, completion)   # the message, or a NativeItem in chat's format
+
+Some servers put more in an answer than OpenAI's chat message has, and refuse the next request
+without it: DeepSeek's thinking mode its ``reasoning_content`` (once the model called a tool,
+on every later request), Gemini 3 a call's ``extra_content`` (its thought signature, within the
+turn). Such an answer is stored as an item of chat's own format beside its view; the store's
+tail read gives the item back (`CountedTurn.original`), so the window sends it as it came. An
+answer with nothing of its own stays a plain message: OpenAI's answers, most servers'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..types import CHAT_FORMAT, Message, MessageIn, NativeItem
+
+__all__ = ["answer_item", "call_fields", "own_fields"]
+
+_MESSAGE_FIELDS = frozenset(
+    {"role", "content", "refusal", "annotations", "audio", "function_call", "tool_calls", "name"}
+)
+"""The fields of OpenAI's assistant message; any other an upstream gives is its own."""
+_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
+"""The fields of OpenAI's tool call, and the stream's ``index``."""
+
+
+def own_fields(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of an answer `message` that OpenAI's chat message does not have, those
+    with something in them."""
+    return {k: v for k, v in message.items() if k not in _MESSAGE_FIELDS and _said(v)}
+
+
+def call_fields(call: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a tool call that OpenAI's does not have (Gemini's ``extra_content``)."""
+    return {k: v for k, v in call.items() if k not in _CALL_FIELDS and _said(v)}
+
+
+def answer_item(message: Message, fields: Mapping[str, Any] | None) -> MessageIn | NativeItem:
+    """The answer `message` (its calls as the upstream gave them) as the thread stores it:
+    with the upstream's own `fields` (`Completion.own_fields`) and its calls' own fields in
+    an item of chat's format, beside the view without them; `message` itself when there are
+    none."""
+    calls = message.get("tool_calls") or []
+    if not fields and not any(call_fields(call) for call in calls):
+        return message
+    view: dict[str, Any] = dict(message)
+    if calls:
+        view["tool_calls"] = [{k: v for k, v in c.items() if k in _CALL_FIELDS} for c in calls]
+    return NativeItem(CHAT_FORMAT, {**message, **(fields or {})}, view)
+
+
+def _said(value: object) -> bool:
+    return value is not None and value != "" and value != [] and value != {}

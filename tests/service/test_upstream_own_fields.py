@@ -1,0 +1,151 @@
+"""What a chat upstream puts in an answer beyond OpenAI's chat message, and asks back: DeepSeek's
+thinking mode refuses any request after a tool call whose assistant messages lack their
+``reasoning_content``; Gemini 3 refuses a call of the current turn without the thought signature
+it gave in the call's ``extra_content``. The gateway keeps those fields with the stored turn and
+sends them back with the window, through the client's tool loops and its own agent-memory rounds,
+whole and streamed. The upstream here refuses as those servers do. The official SDK over real
+HTTP, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.thinking_upstreams import (
+    WEATHER,
+    deepseek_thinking,
+    gemini_signatures,
+    signature,
+    thought,
+)
+from workingmem.agent_memory.tools import GET_TOOL
+from workingmem.llm.testing import ScriptedUpstream, tool_call
+from workingmem.service import create_app
+
+from .conftest import settings_for
+from .live import LiveServer, create_key
+
+TOOL_LOOP_AND_A_QUESTION = ["user", "assistant", "tool", "assistant", "user", "assistant"]
+"""A thread's roles after a call of the client's tool, its answer and one more question."""
+
+
+@pytest.fixture
+def live(database_url: str, upstream: ScriptedUpstream, tenant: str) -> Iterator[tuple[str, str]]:
+    with LiveServer(create_app(settings_for(database_url, upstream))) as server:
+        yield server.url, create_key(database_url, tenant, "tests").secret
+
+
+def ask(sdk: openai.OpenAI, thread: str, messages: list[Any], stream: bool) -> dict[str, Any]:
+    """One call on `thread` with the weather tool; the answer's message as the client got it
+    (a stream's deltas gathered)."""
+    fields: Any = {
+        "model": "answer-model",
+        "messages": messages,
+        "tools": [WEATHER],
+        "extra_headers": {"X-Thread-Id": thread},
+    }
+    if not stream:
+        message: dict[str, Any] = (
+            sdk.chat.completions.create(**fields).choices[0].message.model_dump()
+        )
+        return message
+    said: dict[str, Any] = {"content": "", "tool_calls": []}
+    for chunk in sdk.chat.completions.create(**fields, stream=True):
+        for choice in chunk.choices:
+            said["content"] += choice.delta.content or ""
+            said["tool_calls"] += [c.model_dump() for c in choice.delta.tool_calls or ()]
+    return said
+
+
+def stored(url: str, key: str, thread: str) -> list[dict[str, Any]]:
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}) as rest:
+        page = rest.get(f"/v1/threads/{thread}/messages").json()
+    return list(page["data"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_thinking_model_gets_its_reasoning_back_after_a_tool_call(
+    live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
+) -> None:
+    url, key = live
+    upstream.responder = deepseek_thinking
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        asked = ask(sdk, "think", [{"role": "user", "content": "The weather in Paris?"}], stream)
+        call_id = asked["tool_calls"][0]["id"]
+        result = {"role": "tool", "tool_call_id": call_id, "content": "sunny"}
+        assert ask(sdk, "think", [result], stream)["content"] == "It is sunny."
+        assert ask(sdk, "think", [{"role": "user", "content": "Thanks!"}], stream)["content"]
+    answers = [r for r in upstream.requests if r["model"] == "answer-model"]
+    assert len(answers) == 3
+    calling = [m for m in answers[1]["messages"] if m.get("tool_calls")]
+    assert [m["reasoning_content"] for m in calling] == [thought(call_id)]
+    for request in answers[2:]:  # while the window holds the call, its reasoning goes too
+        calling = [m for m in request["messages"] if m.get("tool_calls")]
+        assert [m["reasoning_content"] for m in calling] in ([], [thought(call_id)])
+    said = stored(url, key, "think")
+    assert [m["role"] for m in said] == TOOL_LOOP_AND_A_QUESTION
+    assert all("reasoning_content" not in m for m in said)  # the thread shows what was said
+
+
+def test_a_history_resent_whole_with_its_reasoning_keeps_one_thread(
+    live: tuple[str, str], upstream: ScriptedUpstream
+) -> None:
+    """The usual agent loop appends each answer as the SDK read it (its reasoning included):
+    the thread stays one, each turn once, and the window carries the stored reasoning."""
+    url, key = live
+    upstream.responder = deepseek_thinking
+    history: list[Any] = [{"role": "user", "content": "The weather in Paris?"}]
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        for _ in range(2):
+            message = ask(sdk, "loop", history, stream=False)
+            history.append({k: v for k, v in message.items() if v is not None})
+            for call in message.get("tool_calls") or ():
+                history.append({"role": "tool", "tool_call_id": call["id"], "content": "sunny"})
+        history.append({"role": "user", "content": "Thanks!"})
+        assert ask(sdk, "loop", history, stream=False)["content"] == "It is sunny."
+    assert [m["role"] for m in stored(url, key, "loop")] == TOOL_LOOP_AND_A_QUESTION
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_gateway_s_own_rounds_keep_the_reasoning(
+    live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """The agent-memory round the gateway runs inside one answer, and the next request,
+    send the round's reasoning back."""
+    url, key = live
+    upstream.responder = deepseek_thinking
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        first = ask(sdk, "rounds", [{"role": "user", "content": "What is in your memory?"}], stream)
+        assert first["content"] == "It is sunny."
+        assert ask(sdk, "rounds", [{"role": "user", "content": "And now?"}], stream)["content"]
+    answers = [r for r in upstream.requests if r["model"] == "answer-model"]
+    assert len(answers) == 3  # the round, the answer after it, the next question's
+    calling = [m for m in answers[1]["messages"] if m.get("tool_calls")]
+    assert [m["tool_calls"][0]["function"]["name"] for m in calling] == [GET_TOOL]
+    assert calling[0]["reasoning_content"] == thought(calling[0]["tool_calls"][0]["id"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_call_s_signature_reaches_the_client_and_goes_back_upstream(
+    live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
+) -> None:
+    url, key = live
+    upstream.responder = gemini_signatures
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        asked = ask(sdk, "gemini", [{"role": "user", "content": "The weather?"}], stream)
+        call = asked["tool_calls"][0]
+        assert call["extra_content"] == signature(call["id"])  # the client may send it back
+        result = {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}
+        assert ask(sdk, "gemini", [result], stream)["content"] == "It is sunny."
+    sent = upstream.requests[-1]["messages"]
+    calls = [c for m in sent for c in m.get("tool_calls") or ()]
+    assert calls == [
+        {**tool_call("get_weather", {}, id=call["id"]), "extra_content": signature(call["id"])}
+    ]
+    said = stored(url, key, "gemini")
+    assert [m["role"] for m in said] == ["user", "assistant", "tool", "assistant"]
+    assert "extra_content" not in said[1]["tool_calls"][0]

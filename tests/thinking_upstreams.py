@@ -1,0 +1,68 @@
+"""Upstreams that put fields of their own in an answer and refuse the next request without
+them, as DeepSeek's thinking mode and Gemini 3 do (scripted responders for `ScriptedUpstream`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import summarizing_responder
+from workingmem.agent_memory.tools import GET_TOOL
+from workingmem.llm.testing import Reply, ScriptedResponse, StatusError, tool_call
+
+WEATHER: Any = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+DEEPSEEK_REFUSAL = "The `reasoning_content` in the thinking mode must be passed back to the API."
+GEMINI_REFUSAL = "Function call is missing a thought_signature in functionCall parts."
+
+
+def thought(call_id: str) -> str:
+    return f"I should call a tool ({call_id})."
+
+
+def signature(call_id: str) -> dict[str, Any]:
+    return {"google": {"thought_signature": f"sig-{call_id}"}}
+
+
+def deepseek_thinking(request: dict[str, Any]) -> ScriptedResponse:
+    """DeepSeek's thinking mode: once the model called a tool, every later request carries
+    each assistant message's reasoning as it was given."""
+    if request.get("model") == "cheap-model":
+        return summarizing_responder(request)
+    messages = request["messages"]
+    for message in messages:
+        calls = message.get("tool_calls") or ()
+        if calls and message.get("reasoning_content") != thought(calls[0]["id"]):
+            return StatusError(400, DEEPSEEK_REFUSAL, type="invalid_request_error")
+    last = messages[-1]
+    number = len(messages)
+    if last["role"] == "user" and "memory" in str(last["content"]):
+        call = tool_call(GET_TOOL, {}, id=f"mem{number}")
+        return Reply(
+            None, tool_calls=[call], message_extra={"reasoning_content": thought(call["id"])}
+        )
+    if last["role"] == "user" and "weather" in str(last["content"]):
+        call = tool_call("get_weather", {}, id=f"w{number}")
+        return Reply(
+            None, tool_calls=[call], message_extra={"reasoning_content": thought(call["id"])}
+        )
+    return Reply("It is sunny.", message_extra={"reasoning_content": "The result says so."})
+
+
+def gemini_signatures(request: dict[str, Any]) -> ScriptedResponse:
+    """Gemini 3: each call of the current turn (since the last user message) comes back with
+    the signature it was given."""
+    if request.get("model") == "cheap-model":
+        return summarizing_responder(request)
+    messages = request["messages"]
+    turn_start = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    for message in messages[turn_start:]:
+        for call in message.get("tool_calls") or ():
+            if call.get("extra_content") != signature(call["id"]):
+                return StatusError(400, GEMINI_REFUSAL, type="invalid_request_error")
+    if messages[-1]["role"] == "user":
+        call_id = f"g{len(messages)}"
+        call = {**tool_call("get_weather", {}, id=call_id), "extra_content": signature(call_id)}
+        return Reply(None, tool_calls=[call])
+    return Reply("It is sunny.")
