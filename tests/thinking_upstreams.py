@@ -66,3 +66,19 @@ def gemini_signatures(request: dict[str, Any]) -> ScriptedResponse:
         call = {**tool_call("get_weather", {}, id=call_id), "extra_content": signature(call_id)}
         return Reply(None, tool_calls=[call])
     return Reply("It is sunny.")
+
+
+GROQ_REFUSAL = (
+    "'messages.1' : for 'role:assistant' the following must be satisfied"
+    "[('messages.1' : property 'reasoning' is unsupported)]"
+)
+
+
+def groq_reasoning(request: dict[str, Any]) -> ScriptedResponse:
+    """Groq: a reasoning model's answer carries its ``reasoning``, which the server refuses in
+    a request's messages."""
+    if request.get("model") == "cheap-model":
+        return summarizing_responder(request)
+    if any("reasoning" in message for message in request["messages"]):
+        return StatusError(400, GROQ_REFUSAL, type="invalid_request_error")
+    return Reply("Noted.", message_extra={"reasoning": "A short answer will do."})

@@ -91,3 +91,95 @@ def test_claude_keeps_the_temperature_without_top_p() -> None:
         "model": "c",
         "top_p": 0.9,  # alone, top_p stays
     }
+
+
+THOUGHT: dict[str, Any] = {
+    "model": "m",
+    "messages": [
+        {"role": "user", "content": "Hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "Because.",
+            "reasoning": "Because.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "f", "arguments": "{}"},
+                    "extra_content": {"google": {"thought_signature": "s"}},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ],
+}
+
+
+def without(body: dict[str, Any], *names: str) -> dict[str, Any]:
+    messages = [
+        {k: v for k, v in m.items() if k not in names}
+        | (
+            {"tool_calls": [{k: v for k, v in c.items() if k not in names} for c in calls]}
+            if (calls := m.get("tool_calls"))
+            else {}
+        )
+        for m in body["messages"]
+    ]
+    return {**body, "messages": messages}
+
+
+@pytest.mark.parametrize(
+    ("said", "refused"),
+    [
+        pytest.param(
+            "'messages.1' : for 'role:assistant' the following must be satisfied"
+            "[('messages.1' : property 'reasoning_content' is unsupported)]",
+            ("reasoning_content",),
+            id="groq-reasoning-content",
+        ),
+        pytest.param(
+            "messages[1].reasoning: reasoning is not supported with this model",
+            ("reasoning",),
+            id="groq-reasoning",
+        ),
+        pytest.param(
+            "1 validation error for ChatCompletionRequest\nmessages.1.assistant.reasoning_content\n"
+            "  Extra inputs are not permitted [type=extra_forbidden]",
+            ("reasoning_content",),
+            id="pydantic-extra",
+        ),
+        pytest.param(
+            "Invalid JSON payload received. Unknown name \"extra_content\" at 'messages[1]'",
+            ("extra_content",),
+            id="a-call-s-field",
+        ),
+    ],
+)
+def test_a_refused_message_field_is_left_out_of_every_message(
+    said: str, refused: tuple[str, ...]
+) -> None:
+    learned = RefusedFields()
+    sent = without(THOUGHT, *refused)
+    assert learned.adapted("m", THOUGHT, refusal(said), own_temperature=False) == sent
+    assert learned.applied("m", THOUGHT, own_temperature=False) == sent  # from then on
+    assert learned.applied("other", THOUGHT, own_temperature=False) == THOUGHT
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        pytest.param(
+            "The `reasoning_content` in the thinking mode must be passed back to the API.",
+            id="deepseek-asks-for-it",
+        ),
+        pytest.param("property 'thinking' is unsupported", id="a-field-no-message-has"),
+        pytest.param(
+            "'reasoning_effort' is not supported with this model.", id="a-longer-name-only"
+        ),
+    ],
+)
+def test_a_refusal_of_no_message_field_teaches_nothing(said: str) -> None:
+    learned = RefusedFields()
+    assert learned.adapted("m", THOUGHT, refusal(said), own_temperature=False) is None
+    assert learned.applied("m", THOUGHT, own_temperature=False) == THOUGHT

@@ -19,6 +19,7 @@ from tests.thinking_upstreams import (
     WEATHER,
     deepseek_thinking,
     gemini_signatures,
+    groq_reasoning,
     signature,
     thought,
 )
@@ -149,3 +150,18 @@ def test_a_call_s_signature_reaches_the_client_and_goes_back_upstream(
     said = stored(url, key, "gemini")
     assert [m["role"] for m in said] == ["user", "assistant", "tool", "assistant"]
     assert "extra_content" not in said[1]["tool_calls"][0]
+
+
+def test_a_server_that_refuses_its_own_field_back_is_sent_none(
+    live: tuple[str, str], upstream: ScriptedUpstream
+) -> None:
+    """Groq gives a reasoning model's ``reasoning`` and refuses it in a request: the refusal
+    is answered by sending the messages without it, and the model's next requests go so."""
+    url, key = live
+    upstream.responder = groq_reasoning
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        for text in ("Hi!", "And now?", "Once more."):
+            assert ask(sdk, "groq", [{"role": "user", "content": text}], stream=False)["content"]
+    answers = [r for r in upstream.requests if r["model"] == "answer-model"]
+    sent_reasoning = [any("reasoning" in m for m in r["messages"]) for r in answers]
+    assert sent_reasoning == [False, True, False, False]  # refused once, then learned

@@ -18,25 +18,28 @@ from typing import Any
 
 from ..types import CHAT_FORMAT, Message, MessageIn, NativeItem
 
-__all__ = ["answer_item", "call_fields", "own_fields"]
+__all__ = ["CALL_FIELDS", "MESSAGE_FIELDS", "answer_item", "call_fields", "own_fields"]
 
-_MESSAGE_FIELDS = frozenset(
-    {"role", "content", "refusal", "annotations", "audio", "function_call", "tool_calls", "name"}
+MESSAGE_FIELDS = frozenset(
+    {
+        *("role", "content", "name", "refusal", "annotations", "audio"),
+        *("tool_calls", "tool_call_id", "function_call"),
+    }
 )
-"""The fields of OpenAI's assistant message; any other an upstream gives is its own."""
-_CALL_FIELDS = frozenset({"id", "type", "function", "index"})
+"""The fields of OpenAI's chat messages; any other a message has is its writer's own."""
+CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 """The fields of OpenAI's tool call, and the stream's ``index``."""
 
 
 def own_fields(message: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of an answer `message` that OpenAI's chat message does not have, those
     with something in them."""
-    return {k: v for k, v in message.items() if k not in _MESSAGE_FIELDS and _said(v)}
+    return {k: v for k, v in message.items() if k not in MESSAGE_FIELDS and _said(v)}
 
 
 def call_fields(call: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a tool call that OpenAI's does not have (Gemini's ``extra_content``)."""
-    return {k: v for k, v in call.items() if k not in _CALL_FIELDS and _said(v)}
+    return {k: v for k, v in call.items() if k not in CALL_FIELDS and _said(v)}
 
 
 def answer_item(message: Message, fields: Mapping[str, Any] | None) -> MessageIn | NativeItem:
@@ -49,7 +52,7 @@ def answer_item(message: Message, fields: Mapping[str, Any] | None) -> MessageIn
         return message
     view: dict[str, Any] = dict(message)
     if calls:
-        view["tool_calls"] = [{k: v for k, v in c.items() if k in _CALL_FIELDS} for c in calls]
+        view["tool_calls"] = [{k: v for k, v in c.items() if k in CALL_FIELDS} for c in calls]
     return NativeItem(CHAT_FORMAT, {**message, **(fields or {})}, view)
 
 

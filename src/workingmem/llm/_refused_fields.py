@@ -15,14 +15,22 @@ Fields every server took once, which some newer models refuse:
 - Claude's newer models refuse ``temperature`` and ``top_p`` together ("cannot both be
   specified"), which OpenAI's API takes and its clients send (a chat front end sets both): the
   temperature stays, ``top_p`` goes, for that model from then on.
+- A message's fields beyond OpenAI's (a reasoning model's ``reasoning_content`` or
+  ``reasoning``, stored with its answer because DeepSeek asks them back: `formats.chat_answer`)
+  are refused by stricter servers, some of them for the very models that gave them (Groq:
+  "property 'reasoning' is unsupported"): a refusal that names such a field of the messages
+  takes it out of every message (and call), for that model from then on. A server that asks
+  for the field ("must be passed back") refuses nothing.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..formats.chat_answer import CALL_FIELDS, MESSAGE_FIELDS
 from .base import LLMError
 
 __all__ = ["RefusedFields", "sets_temperature"]
@@ -31,6 +39,12 @@ _MAX_TOKENS = "max_tokens"
 _COMPLETION_TOKENS = "max_completion_tokens"
 _TEMPERATURE = "temperature"
 _TOP_P = "top_p"
+_REFUSING = re.compile(
+    r"unsupported|not supported|not permitted|not allowed|unexpected|unrecognized|unknown",
+    re.IGNORECASE,
+)
+"""How servers refuse a field they do not take (Groq's "is unsupported", pydantic's "Extra
+inputs are not permitted", OpenAI's "Additional properties are not allowed ... unexpected")."""
 T = TypeVar("T")
 
 
@@ -44,6 +58,8 @@ class RefusedFields:
     """The models that take no ``temperature`` but their default."""
     one_sampling: set[str] = field(default_factory=set)
     """The models that take ``temperature`` or ``top_p``, not both."""
+    message_fields: dict[str, frozenset[str]] = field(default_factory=dict)
+    """By model: the fields of its messages (and their calls) beyond OpenAI's it refuses."""
 
     async def send(
         self,
@@ -73,6 +89,9 @@ class RefusedFields:
             body = _without(body, _TEMPERATURE)
         if model in self.one_sampling and _TEMPERATURE in body and _TOP_P in body:
             body = _without(body, _TOP_P)
+        refused = self.message_fields.get(model)
+        if refused and isinstance(body.get("messages"), list):
+            body = {**body, "messages": [_message_without(m, refused) for m in body["messages"]]}
         return body
 
     def adapted(
@@ -90,9 +109,48 @@ class RefusedFields:
             self.one_sampling.add(model)
         elif unsupported and own_temperature and _TEMPERATURE in body and "'temperature'" in said:
             self.default_temperature.add(model)
+        elif named := _named_own_fields(body, said):
+            self.message_fields[model] = self.message_fields.get(model, frozenset()) | named
         else:
             return None
         return self.applied(model, body, own_temperature=own_temperature)
+
+
+def _named_own_fields(body: Mapping[str, Any], said: str) -> frozenset[str]:
+    """The fields of `body`'s messages beyond OpenAI's (and their calls') that the refusal
+    `said` names as refused; none when it refuses nothing."""
+    if not _REFUSING.search(said):
+        return frozenset()
+    own: set[str] = set()
+    for message in body.get("messages") or ():
+        if isinstance(message, Mapping):
+            own.update(k for k in message if k not in MESSAGE_FIELDS)
+            for call in message.get("tool_calls") or ():
+                if isinstance(call, Mapping):
+                    own.update(k for k in call if k not in CALL_FIELDS)
+    return frozenset(name for name in own if re.search(rf"\b{re.escape(name)}\b", said))
+
+
+def _message_without(message: Any, refused: frozenset[str]) -> Any:
+    """`message` without the `refused` fields, its calls' included."""
+    if not isinstance(message, Mapping) or refused.isdisjoint(_names(message)):
+        return message
+    kept = {k: v for k, v in message.items() if k not in refused}
+    if isinstance(kept.get("tool_calls"), list):
+        kept["tool_calls"] = [
+            {k: v for k, v in c.items() if k not in refused} if isinstance(c, Mapping) else c
+            for c in kept["tool_calls"]
+        ]
+    return kept
+
+
+def _names(message: Mapping[str, Any]) -> set[str]:
+    """A message's field names and its calls'."""
+    names = set(message)
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, Mapping):
+            names.update(call)
+    return names
 
 
 def _without(body: dict[str, Any], name: str) -> dict[str, Any]:
