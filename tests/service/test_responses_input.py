@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import jsonschema
 import openai
 import pytest
 
@@ -209,3 +210,16 @@ def test_a_reference_to_an_item_with_a_nul_in_its_text_is_found_in_its_thread(
     thread_of(client, input=again, extra_headers={"X-Thread-Id": "nul"})
 
     assert sent(upstream)[-2:] == [("user", "nul \u0000 here"), ("user", "?")]
+
+
+def test_the_document_says_an_untyped_item_with_a_role_is_no_reference(
+    api: httpx.Client,
+) -> None:
+    """An item without its type is a reference only without a role (a message has one): the
+    published schema says what the server does, so that no client builds the other."""
+    document = api.get("/openapi.json").json()
+    schema = {**document["components"]["schemas"]["ItemReferenceItem"], **document}
+    jsonschema.validate({"id": "msg_1"}, schema)
+    jsonschema.validate({"type": "item_reference", "id": "msg_1", "role": "user"}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"id": "msg_1", "role": {"any": "thing"}}, schema)

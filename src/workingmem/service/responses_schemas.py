@@ -117,6 +117,11 @@ class ItemReferenceItem(OpenShape):
     """An item of the thread the request continues, named by its id (its ``type`` may be
     left out): the request holds that item, as it was stored, in its place."""
 
+    # without its type, an item with a role is a message (`formats.responses.is_reference`)
+    model_config = ConfigDict(
+        json_schema_extra={"not": {"required": ["role"], "properties": {"type": {"type": "null"}}}}
+    )
+
     type: Literal["item_reference"] | None = None
     id: Id
 
