@@ -6,8 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from workingmem import CHAT_FORMAT, NativeItem
-from workingmem.formats.chat_answer import answer_item, call_fields, own_fields
-from workingmem.types import Message
+from workingmem.formats.chat_answer import (
+    answer_item,
+    call_fields,
+    chat_original,
+    own_fields,
+    with_chat_original,
+)
+from workingmem.types import CHAT_ORIGINAL_KEY, Message, Turn
 
 CALL: Any = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 
@@ -44,3 +50,27 @@ def test_a_call_s_own_field_alone_makes_an_item() -> None:
     turn = answer_item({"role": "assistant", "content": None, "tool_calls": [signed]}, None)
     assert isinstance(turn, NativeItem)
     assert turn.item["tool_calls"] == [signed]
+
+
+def test_an_item_of_another_format_carries_the_chat_answer_first_and_hides_it() -> None:
+    blocks = NativeItem(
+        "anthropic.messages",
+        {"role": "assistant", "content": [{"type": "text", "text": "Hi"}]},
+        {"role": "assistant", "content": "Hi"},
+    )
+    message: Message = {"role": "assistant", "content": "Hi"}
+    carried = with_chat_original(blocks, message, {"reasoning_content": "Because."})
+    assert isinstance(carried, NativeItem)
+    assert list(carried.item) == [CHAT_ORIGINAL_KEY, "role", "content"]  # first: found by SQL
+    turn = Turn.from_message(carried.message, seq=2, format=carried.format, item=carried.item)
+    assert chat_original(turn) == {**message, "reasoning_content": "Because."}
+    assert turn.in_format("anthropic.messages") == blocks.item  # as the client gave it
+    assert with_chat_original(blocks, message, None) is blocks  # nothing to carry
+
+
+def test_a_chat_message_becomes_the_chat_item_and_a_plain_turn_has_no_original() -> None:
+    message: Message = {"role": "assistant", "content": "Hi"}
+    carried = with_chat_original(message, message, {"reasoning": "Because."})
+    assert isinstance(carried, NativeItem)
+    assert carried.format == CHAT_FORMAT
+    assert chat_original(Turn.from_message(message, seq=1)) is None

@@ -3,11 +3,13 @@ them, as DeepSeek's thinking mode and Gemini 3 do (scripted responders for `Scri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tests.helpers import summarizing_responder
 from workingmem.agent_memory.tools import GET_TOOL
-from workingmem.llm.testing import Reply, ScriptedResponse, StatusError, tool_call
+from workingmem.llm.testing import Reply, Responder, ScriptedResponse, StatusError, tool_call
 
 WEATHER: Any = {
     "type": "function",
@@ -82,3 +84,26 @@ def groq_reasoning(request: dict[str, Any]) -> ScriptedResponse:
     if any("reasoning" in message for message in request["messages"]):
         return StatusError(400, GROQ_REFUSAL, type="invalid_request_error")
     return Reply("Noted.", message_extra={"reasoning": "A short answer will do."})
+
+
+def thinking(answer: Callable[[dict[str, Any]], ScriptedResponse]) -> Responder:
+    """`answer` as DeepSeek's thinking mode gives it through its chat API: each answer with its
+    ``reasoning_content`` (a call's names the call), and every request after a call refused
+    unless each calling assistant message carries its reasoning as given. Requests in another
+    API's words, and the helper's, are `answer`'s alone."""
+
+    def respond(request: dict[str, Any]) -> ScriptedResponse:
+        messages = request.get("messages")
+        if not isinstance(messages, list) or request.get("model") == "cheap-model":
+            return answer(request)
+        for message in messages:
+            calls = message.get("tool_calls") or ()
+            if calls and message.get("reasoning_content") != thought(calls[0]["id"]):
+                return StatusError(400, DEEPSEEK_REFUSAL, type="invalid_request_error")
+        reply = answer(request)
+        if not isinstance(reply, Reply):
+            return reply
+        reasoning = thought(reply.tool_calls[0]["id"]) if reply.tool_calls else "I can answer."
+        return replace(reply, message_extra={**reply.message_extra, "reasoning_content": reasoning})
+
+    return respond

@@ -26,7 +26,7 @@ from .context import AssembledContext, AssemblyWarning
 from .errors import ConflictError, ValidationError
 from .formats import carrying
 from .formats.breakpoints import newest_marks
-from .formats.chat_answer import answer_item
+from .formats.chat_answer import answer_item, chat_original, with_chat_original
 from .formats.tool_choice import allowing
 from .gateway_config import CallPlan
 from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEnd, TextDelta, Usage
@@ -36,7 +36,7 @@ from .stores.base import Store, append_and_release, read_turns
 from .strategies import update_due
 from .tokens import tokenizer_for
 from .tokens._recent import counting_for
-from .types import CHAT_FORMAT, Message, MessageIn, NativeItem, Strategy, Turn
+from .types import Message, MessageIn, NativeItem, Strategy, Turn
 
 if TYPE_CHECKING:
     from .gateway import Gateway
@@ -261,8 +261,8 @@ class Ask:
         turn: MessageIn | NativeItem = stored
         if self.answer_format is not None:
             turn = self.answer_format(stored, None if reviewed else self.completion)
-        elif not reviewed and self.completion is not None:
-            turn = answer_item(stored, self.completion.own_fields)
+        if not reviewed and self.completion is not None:  # what a chat upstream asks back
+            turn = with_chat_original(turn, stored, self.completion.own_fields)
         self.turns += await self._store_output([turn], from_model=not reviewed, last=True)
         self._submit_update(reviewed)
         assert self.context is not None
@@ -339,7 +339,7 @@ class Ask:
         stored in chat's own format), with the turn as stored for a client that speaks its
         format (see `upstream_messages`)."""
         native = self.gateway.native_format
-        view = turn.in_format(CHAT_FORMAT) or turn.to_message()
+        view = chat_original(turn) or turn.to_message()
         return carrying(view, turn.in_format(native) if native else None)
 
     def _answer_item(self, calls: Sequence[dict[str, Any]], *, text: bool) -> NativeItem | None:

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .errors import NotFoundError
+from .formats.chat_answer import chat_original
 from .stores.base import Tail, ThreadStore
 from .strategies import select_window, tail_start
 from .tokens import Tokenizer
-from .types import CHAT_FORMAT, ChatMessage, CountedTurn, Turn, WorkingMemoryState
+from .types import ChatMessage, CountedTurn, Turn, WorkingMemoryState
 
 __all__ = ["KnownThread", "Window", "first_batch", "pending_turns", "read_window"]
 
@@ -61,19 +62,13 @@ class KnownThread:
         messages = [turn.to_message() for turn in appended]
         newest = turns[-1] if turns else None
         counted = [
-            replace(turn, original=stored.item) if _chat_original(stored) else turn
+            replace(turn, original=original) if (original := chat_original(stored)) else turn
             for turn, stored in zip(
                 pending_turns(messages, tokenizer, after=newest, total=total), appended, strict=True
             )
         ]
         state = read.state if read is not None else WorkingMemoryState()
         return cls((*turns, *counted), state, tokenizer.key)
-
-
-def _chat_original(turn: Turn) -> bool:
-    """Whether `turn` was stored in chat's own format beside its view, as the store's tail
-    read gives it (`CountedTurn.original`)."""
-    return turn.item is not None and turn.format == CHAT_FORMAT
 
 
 async def read_window(

@@ -115,6 +115,11 @@ window, `Turn.to_message`, an assembled request)."""
 
 CHAT_FORMAT = "openai.chat"
 """The format of a turn given as a plain chat message: its chat view is its original."""
+CHAT_ORIGINAL_KEY = "workingmem_chat"
+"""Where an item of another format (a Responses client's output, an Anthropic client's blocks)
+keeps the chat upstream's answer it stands for, when that answer has fields of the upstream's
+own to send back (`workingmem.formats.chat_answer`): the item's first key, so that the store's
+tail read finds it at the start of the item's text; `Turn.in_format` leaves it out."""
 
 Role = Literal["user", "assistant", "tool"]
 """The roles a thread stores. System prompts belong to the profile, not to the thread."""
@@ -197,7 +202,11 @@ class Turn:
         unchanged (the chat message for ``openai.chat``); None for another format."""
         if format != self.format:
             return None
-        return self.item if self.item is not None else dict(self.to_message())
+        if self.item is None:
+            return dict(self.to_message())
+        if CHAT_ORIGINAL_KEY in self.item:
+            return {k: v for k, v in self.item.items() if k != CHAT_ORIGINAL_KEY}
+        return self.item
 
     def to_message(self) -> ChatMessage:
         """The OpenAI chat-format dict of this turn."""

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import summarizing_responder
+from tests.thinking_upstreams import thinking
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import create_app
 
@@ -84,7 +85,7 @@ def _claude(home: Path, work: Path, url: str, key: str, *args: str) -> dict[str,
     return result
 
 
-@pytest.mark.parametrize("upstream_api", ["anthropic", "chat"])
+@pytest.mark.parametrize("upstream_api", ["anthropic", "chat", "chat-thinking"])
 def test_a_claude_code_session_is_one_thread(
     upstream_api: str,
     database_url: str,
@@ -92,7 +93,9 @@ def test_a_claude_code_session_is_one_thread(
     tenant: str,
     tmp_path: Path,
 ) -> None:
-    upstream.responder = claude_model
+    # chat-thinking: DeepSeek's chat API in thinking mode, which asks each call's reasoning back
+    upstream.responder = thinking(claude_model) if upstream_api == "chat-thinking" else claude_model
+    upstream_api = upstream_api.removesuffix("-thinking")
     # Claude's models have windows of 200,000 tokens (an Anthropic upstream's default); in
     # front of a chat upstream the operator says so
     gateway = CONFIG.model_copy(update={"default_context_window": 200_000})

@@ -22,6 +22,7 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import summarizing_responder
+from tests.thinking_upstreams import thinking
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import create_app
 
@@ -96,7 +97,7 @@ def _answers(ran: subprocess.CompletedProcess[str]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("upstream_api", ["chat", "responses"])
+@pytest.mark.parametrize("upstream_api", ["chat", "responses", "chat-thinking"])
 def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
     upstream_api: str,
     database_url: str,
@@ -104,7 +105,9 @@ def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
     tenant: str,
     tmp_path: Path,
 ) -> None:
-    upstream.responder = codex_model
+    # chat-thinking: DeepSeek's chat API in thinking mode, which asks each call's reasoning back
+    upstream.responder = thinking(codex_model) if upstream_api == "chat-thinking" else codex_model
+    upstream_api = upstream_api.removesuffix("-thinking")
     settings = settings_for(database_url, upstream, gateway=GATEWAY, upstream_api=upstream_api)
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()

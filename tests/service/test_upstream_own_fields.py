@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -165,3 +166,92 @@ def test_a_server_that_refuses_its_own_field_back_is_sent_none(
     answers = [r for r in upstream.requests if r["model"] == "answer-model"]
     sent_reasoning = [any("reasoning" in m for m in r["messages"]) for r in answers]
     assert sent_reasoning == [False, True, False, False]  # refused once, then learned
+
+
+WEATHER_RESPONSES: Any = {"type": "function", "name": "get_weather", "parameters": {}}
+WEATHER_ANTHROPIC: Any = {"name": "get_weather", "input_schema": {"type": "object"}}
+
+
+def respond(sdk: openai.OpenAI, given: list[Any], stream: bool) -> Any:
+    """One Responses call on the thread "codex" with the weather tool, as Codex makes it (the
+    whole input each time, nothing stored upstream); the final Response."""
+    fields: Any = {
+        "model": "answer-model",
+        "input": given,
+        "tools": [WEATHER_RESPONSES],
+        "store": False,
+        "extra_headers": {"X-Thread-Id": "codex"},
+    }
+    if not stream:
+        return sdk.responses.create(**fields)
+    events = list(sdk.responses.create(**fields, stream=True))
+    assert events[-1].type == "response.completed"
+    return events[-1].response
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_responses_client_s_tool_loop_in_front_of_a_thinking_chat_upstream(
+    live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """Codex in front of DeepSeek: the answer is stored as the Responses items the client was
+    shown, carrying the chat answer the upstream asks back; the client never sees it."""
+    url, key = live
+    upstream.responder = deepseek_thinking
+    given: list[Any] = [{"role": "user", "content": "The weather in Paris?"}]
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        first = respond(sdk, given, stream)
+        assert "workingmem" not in first.model_dump_json()
+        (call,) = [item for item in first.output if item.type == "function_call"]
+        given += [item.model_dump(exclude_none=True) for item in first.output]
+        given.append({"type": "function_call_output", "call_id": call.call_id, "output": "sunny"})
+        assert respond(sdk, given, stream).output_text == "It is sunny."
+    sent = upstream.requests[-1]["messages"]
+    assert [m.get("reasoning_content") for m in sent if m.get("tool_calls")] == [
+        thought(call.call_id)
+    ]
+    assert [m["role"] for m in stored(url, key, "codex")] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_an_anthropic_client_s_tool_loop_in_front_of_a_thinking_chat_upstream(
+    live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """Claude Code in front of DeepSeek's chat API: the same, for the Messages API's blocks."""
+    url, key = live
+    upstream.responder = deepseek_thinking
+    messages: list[Any] = [{"role": "user", "content": "The weather in Paris?"}]
+    with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
+
+        def answer() -> Any:
+            fields: Any = {
+                "model": "answer-model",
+                "max_tokens": 200,
+                "messages": messages,
+                "tools": [WEATHER_ANTHROPIC],
+                "extra_headers": {"X-Thread-Id": "claude"},
+            }
+            if not stream:
+                return claude.messages.create(**fields)
+            with claude.messages.stream(**fields) as events:
+                return events.get_final_message()
+
+        first = answer()
+        assert "workingmem" not in first.model_dump_json()
+        (use,) = [block for block in first.content if block.type == "tool_use"]
+        messages.append({"role": "assistant", "content": [b.model_dump() for b in first.content]})
+        result = {"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}
+        messages.append({"role": "user", "content": [result]})
+        assert answer().content[0].text == "It is sunny."
+    sent = upstream.requests[-1]["messages"]
+    assert [m.get("reasoning_content") for m in sent if m.get("tool_calls")] == [thought(use.id)]
+    assert [m["role"] for m in stored(url, key, "claude")] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]

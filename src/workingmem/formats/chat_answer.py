@@ -8,7 +8,9 @@ without it: DeepSeek's thinking mode its ``reasoning_content`` (once the model c
 on every later request), Gemini 3 a call's ``extra_content`` (its thought signature, within the
 turn). Such an answer is stored as an item of chat's own format beside its view; the store's
 tail read gives the item back (`CountedTurn.original`), so the window sends it as it came. An
-answer with nothing of its own stays a plain message: OpenAI's answers, most servers'.
+answer stored in its client's format (a Responses client's items, an Anthropic client's blocks)
+carries it under `CHAT_ORIGINAL_KEY` (`with_chat_original`). An answer with nothing of its own
+stays as it was: OpenAI's answers, most servers'.
 """
 
 from __future__ import annotations
@@ -16,9 +18,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..types import CHAT_FORMAT, Message, MessageIn, NativeItem
+from ..types import CHAT_FORMAT, CHAT_ORIGINAL_KEY, Message, MessageIn, NativeItem, Turn
 
-__all__ = ["CALL_FIELDS", "MESSAGE_FIELDS", "answer_item", "call_fields", "own_fields"]
+__all__ = [
+    "CALL_FIELDS",
+    "MESSAGE_FIELDS",
+    "answer_item",
+    "call_fields",
+    "chat_original",
+    "own_fields",
+    "with_chat_original",
+]
 
 MESSAGE_FIELDS = frozenset(
     {
@@ -54,6 +64,34 @@ def answer_item(message: Message, fields: Mapping[str, Any] | None) -> MessageIn
     if calls:
         view["tool_calls"] = [{k: v for k, v in c.items() if k in CALL_FIELDS} for c in calls]
     return NativeItem(CHAT_FORMAT, {**message, **(fields or {})}, view)
+
+
+def with_chat_original(
+    turn: MessageIn | NativeItem, message: Message, fields: Mapping[str, Any] | None
+) -> MessageIn | NativeItem:
+    """The answer `turn` as its client's API stores it, carrying the chat upstream's answer
+    `message` with the upstream's own `fields` when there are any (`answer_item`): as that item
+    itself when `turn` is a chat message, else under `CHAT_ORIGINAL_KEY` in `turn`'s item."""
+    chat = answer_item(message, fields)
+    if not isinstance(chat, NativeItem) or (
+        isinstance(turn, NativeItem) and turn.format == CHAT_FORMAT
+    ):
+        return turn
+    if not isinstance(turn, NativeItem):
+        return chat
+    rest = {k: v for k, v in turn.item.items() if k != CHAT_ORIGINAL_KEY}
+    return NativeItem(turn.format, {CHAT_ORIGINAL_KEY: chat.item, **rest}, turn.message)
+
+
+def chat_original(turn: Turn) -> dict[str, Any] | None:
+    """The chat message a stored `turn` goes to a chat upstream as, when it is not its view:
+    its item in chat's own format, or the one an item of another format carries."""
+    if turn.item is None:
+        return None
+    if turn.format == CHAT_FORMAT:
+        return turn.item
+    carried = turn.item.get(CHAT_ORIGINAL_KEY)
+    return carried if isinstance(carried, dict) else None
 
 
 def _said(value: object) -> bool:

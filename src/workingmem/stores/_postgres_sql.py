@@ -16,9 +16,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from ..types import CHAT_ORIGINAL_KEY
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, KnownAppend, Row, TailRead
-from ._sql_reads import CHAT_ORIGINAL, STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH
+from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH, chat_original_column
 
 __all__ = [
     "APPENDS",
@@ -80,6 +81,8 @@ _STATE_AS_TH = ", ".join(f"s.{column} AS state_{column}" for column in _STATE_CO
 _TAIL_THREAD = ", ".join(f"th.{column}" for column in _TAIL_COLUMNS)
 _TAIL_MOMENTS = tuple(i for i, column in enumerate(_TAIL_COLUMNS) if column.endswith("_at"))
 """The timestamps among them, which travel in JSON as ISO 8601 text."""
+_CHAT_ORIGINAL = chat_original_column(f"(item::json -> '{CHAT_ORIGINAL_KEY}')::text")
+"""A tail row's chat original (`CountedTurn.original`)."""
 TAIL = f"""
 WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, {_STATE_AS_TH}
             FROM threads AS th LEFT JOIN memory_states AS s ON s.thread_pk = th.id
@@ -129,7 +132,7 @@ SELECT t.seq, t.unit_seq, t.message,
        CASE WHEN (SELECT own FROM top) THEN t.tokens
          ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
                AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END,
-       {CHAT_ORIGINAL}
+       {_CHAT_ORIGINAL}
 FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens, u.format, u.item FROM turns AS u
       WHERE u.thread_pk = (SELECT pk FROM top) AND u.seq <= (SELECT seq FROM top)
         AND u.seq >= (SELECT first FROM span)
@@ -137,17 +140,17 @@ FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens, u.format, u.it
 ORDER BY seq DESC NULLS FIRST
 """
 """The thread row with its memory state, then its newest turns, in one statement: the thread's
-columns once, as a JSON array in the message column of the first row, so that a turn's row
-holds its own columns and none of the thread's (14 empty ones a row cost the server and the
-driver about a third more than the turns' own); a turn's last column is its item when it was
-stored in chat's own format (`CHAT_ORIGINAL`). With a token goal the turns are read from the
-head of the unit of the first turn that passes the goal (a window takes units whole). With the
-thread's own tokenizer, and every turn counted, that turn is found in one probe of the running
-counts' index (migration 13: the oldest whose running count is at least the newest's less the
-goal); else the newest counts (another tokenizer's, or some not made yet) are summed newest first
-over a bounded scan (bounded by seq, not only by LIMIT, so that no plan reads the whole thread
-when the statistics are stale), where a turn not counted yet leaves the goal undecided and
-`UNCOUNTED_PAGE` turns from it are read for the caller to count."""
+columns once, as a JSON array in the message column of the first row, so that a turn's row holds
+its own columns and none of the thread's (14 empty ones a row cost the server and the driver
+about a third more than the turns' own); a turn's last column is its item when it was stored in
+chat's own format, or the one its item carries (`_CHAT_ORIGINAL`). With a token goal the turns
+are read from the head of the unit of the first turn that passes the goal (a window takes units
+whole). With the thread's own tokenizer, and every turn counted, that turn is found in one probe
+of the running counts' index (migration 13: the oldest whose running count is at least the
+newest's less the goal); else the newest counts (another tokenizer's, or some not made yet) are
+summed newest first over a bounded scan (bounded by seq, not only by LIMIT, so that no plan
+reads the whole thread when the statistics are stale), where a turn not counted yet leaves the
+goal undecided and `UNCOUNTED_PAGE` turns from it are read for the caller to count."""
 _MOVE_ON = """
   UPDATE threads SET turn_count = turn_count + %(count)s,
                      last_unit_seq = turn_count + %(last_unit)s, updated_at = %(now)s,

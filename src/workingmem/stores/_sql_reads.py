@@ -14,20 +14,20 @@ from datetime import UTC
 from ..errors import NotFoundError, ValidationError
 from ..messages import check_id
 from ..tokens import Tokenizer
-from ..types import CHAT_FORMAT, Thread, Turn, WorkingMemoryState
+from ..types import CHAT_FORMAT, CHAT_ORIGINAL_KEY, Thread, Turn, WorkingMemoryState
 from . import _rows, _search
 from ._dialect import Dialect, Row, Session, TailRead, TurnSearch
 from ._known import KnownThreads
 from .base import Tail
 
 __all__ = [
-    "CHAT_ORIGINAL",
     "SELECT_THREAD",
     "STATE_COLUMNS_OF_S",
     "THREAD_COLUMNS",
     "THREAD_COLUMNS_OF_TH",
     "TURN_COLUMNS",
     "SQLReads",
+    "chat_original_column",
     "thread_of",
     "thread_row",
 ]
@@ -41,9 +41,21 @@ THREAD_COLUMNS_OF_TH = ", ".join("th." + column.strip() for column in THREAD_COL
 """`THREAD_COLUMNS` of the table aliased ``th``."""
 STATE_COLUMNS_OF_S = "s.version, s.summary, s.facts, s.turn_count, s.updated_at"
 """A memory state as `_rows.state_of` reads it, of ``memory_states`` aliased ``s``."""
-CHAT_ORIGINAL = f"CASE WHEN item IS NOT NULL AND format = '{CHAT_FORMAT}' THEN item END"
-"""A tail row's last column: the item of a turn stored in chat's own format beside its view
-(`CountedTurn.original`), else NULL; the other formats' items are their clients' to read."""
+CHAT_ORIGINAL_START = json.dumps({CHAT_ORIGINAL_KEY: None}, separators=(",", ":"))[:-5]
+"""How an item that carries a chat original (`CHAT_ORIGINAL_KEY`, its first key) starts."""
+
+
+def chat_original_column(extracted: str) -> str:
+    """A tail row's last column (`CountedTurn.original`): the item of a turn stored in chat's
+    own format, the chat original an item of another format carries (`extracted`: the SQL
+    that takes it out of ``item``), else NULL. The start of an item tells, without parsing it."""
+    return (
+        f"CASE WHEN item IS NULL THEN NULL WHEN format = '{CHAT_FORMAT}' THEN item "
+        f"WHEN substr(item, 1, {len(CHAT_ORIGINAL_START)}) = '{CHAT_ORIGINAL_START}' "
+        f"THEN {extracted} END"
+    )
+
+
 SELECT_THREAD = f"SELECT {THREAD_COLUMNS} FROM threads WHERE tenant_id = ? AND thread_id = ?"
 """A thread's row by its ids."""
 TURN_COLUMNS = "seq, message, created_at, format, item"

@@ -22,7 +22,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ...errors import ValidationError
-from ...formats.chat_answer import answer_item
 from ...formats.responses_chat import native_output, new_id
 from ...llm import Completion
 from ...messages import check_id
@@ -139,12 +138,10 @@ async def chat_completions(
 
 def _as_given(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
     """The answer as stored: as its upstream gave it when that speaks Responses (its
-    reasoning goes back upstream with the window), else the chat message, with the fields of
-    its upstream's own that it asks back (`formats.chat_answer`)."""
+    reasoning goes back upstream with the window), else the chat message (with what a chat
+    upstream asks back: `formats.chat_answer`)."""
     native = native_output(completion, message, message_id=new_id("msg"))
-    if native is not None:
-        return native
-    return answer_item(message, completion.own_fields if completion is not None else None)
+    return native if native is not None else message
 
 
 def _thread_id(header: str | None, body: ChatCompletionRequest) -> str | None:
