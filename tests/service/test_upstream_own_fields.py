@@ -255,3 +255,33 @@ def test_an_anthropic_client_s_tool_loop_in_front_of_a_thinking_chat_upstream(
         "tool",
         "assistant",
     ]
+
+
+@pytest.mark.parametrize("upstream_kind", ["deepseek", "gemini"])
+def test_a_history_new_to_the_gateway_keeps_what_its_upstream_asks_back(
+    live: tuple[str, str], upstream: ScriptedUpstream, upstream_kind: str
+) -> None:
+    """A conversation the gateway has not seen (a client that kept its own history, a fresh
+    database), in the middle of a tool loop: the fields of the upstream's own that the client
+    resends with its answer are kept with it, so its first request through the gateway is not
+    refused."""
+    url, key = live
+    call: Any = tool_call("get_weather", {}, id="w2")
+    answered: Any = {"role": "assistant", "content": None, "tool_calls": [call]}
+    if upstream_kind == "deepseek":
+        upstream.responder = deepseek_thinking
+        answered["reasoning_content"] = thought("w2")
+    else:
+        upstream.responder = gemini_signatures
+        call["extra_content"] = signature("w2")
+    history = [
+        {"role": "user", "content": "The weather in Paris?"},
+        answered,
+        {"role": "tool", "tool_call_id": "w2", "content": "sunny"},
+    ]
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
+        assert ask(sdk, "adopted", history, stream=False)["content"] == "It is sunny."
+    said = stored(url, key, "adopted")
+    assert [m["role"] for m in said] == ["user", "assistant", "tool", "assistant"]
+    assert "reasoning_content" not in said[1]  # the thread shows what was said
+    assert "extra_content" not in said[1]["tool_calls"][0]

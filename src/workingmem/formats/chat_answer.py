@@ -1,7 +1,8 @@
 """A chat upstream's answer as the thread stores it: with the fields of its own that the chat
 view leaves out, which the upstream asks back.
 
-    turn = answer_item(message, completion)   # the message, or a NativeItem in chat's format
+    turn = answer_item(message, completion.own_fields)  # the message, or a chat NativeItem
+    turn = with_chat_original(blocks, message, completion.own_fields)  # another format's
 
 Some servers put more in an answer than OpenAI's chat message has, and refuse the next request
 without it: DeepSeek's thinking mode its ``reasoning_content`` (once the model called a tool,

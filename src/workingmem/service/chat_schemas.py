@@ -191,9 +191,9 @@ class ToolCallIn(_Message):
     index: Annotated[int | None, Field(exclude=True)] = None
     """A call's place as a streamed answer numbered it (Mistral's answers carry it too), in a
     history resent: taken, not stored."""
-    extra_content: Annotated[dict[str, Any] | None, Field(exclude=True)] = None
-    """A provider's own data on the call (Gemini's thought signature), resent: taken, not
-    stored."""
+    extra_content: dict[str, Any] | None = None
+    """A provider's own data on the call (Gemini's thought signature), resent: kept for the
+    upstream with a turn the thread does not hold yet, never shown in the thread."""
 
 
 class AssistantMessageIn(_Message):
@@ -221,14 +221,15 @@ class AssistantMessageIn(_Message):
     audio: None = None
     function_call: None = None
     annotations: Annotated[list[Any], Field(max_length=0)] | None = None
-    reasoning_content: Annotated[str | None, Field(exclude=True)] = None
+    reasoning_content: str | None = None
     """A reasoning model's thinking, as a chat upstream gave it (vLLM, Ollama, DeepSeek) and a
-    client resends its answers: taken, never stored nor sent on (the thread holds what was
-    said)."""
-    reasoning: Annotated[str | None, Field(exclude=True)] = None
+    client resends its answers: kept for the upstream with a turn the thread does not hold
+    yet (DeepSeek asks it back after a tool call), never shown in the thread, which holds
+    what was said."""
+    reasoning: str | None = None
     """The same, under the name newer servers give it."""
-    reasoning_details: Annotated[list[Any] | None, Field(exclude=True)] = None
-    """The same, in parts."""
+    reasoning_details: list[Any] | None = None
+    """The same, in parts (OpenRouter's)."""
 
 
 class ToolMessageIn(_Message):

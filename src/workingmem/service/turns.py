@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from ..errors import ValidationError
 from ..formats import joined_instructions
-from ..types import Message
+from ..formats.chat_answer import answer_item, own_fields
+from ..types import Message, MessageIn, NativeItem
 from .chat_schemas import ChatCompletionRequest
 
 __all__ = ["NewTurns", "plan_turns"]
@@ -34,9 +35,10 @@ class NewTurns:
 
     system_prompt: str | None
     """The system messages' texts, joined in order; None keeps the profile's prompt."""
-    messages: list[Message]
+    messages: list[MessageIn | NativeItem]
     """The turns, in the shapes the request schema checked: the gateway validates them once
-    (its errors name them from 0: see `places`)."""
+    (its errors name them from 0: see `places`); an assistant message with fields of its
+    upstream's own, resent, as a chat item beside its view."""
     places: tuple[int, ...] = ()
     """Each turn's index in the request's messages."""
 
@@ -57,13 +59,23 @@ def plan_turns(body: ChatCompletionRequest) -> NewTurns:
     """Takes the system messages out as the call's system prompt; the turns are the gateway's
     to validate (once), the last one's role included."""
     texts: list[str] = []
-    turns: list[Message] = []
+    turns: list[MessageIn | NativeItem] = []
     places: list[int] = []
     for index, model in enumerate(body.messages):
         message: Message = model.model_dump(exclude_none=True)
         if message["role"] in _SYSTEM_ROLES:
             texts.append(_system_text(message))
-        else:
-            turns.append(message)
-            places.append(index)
+            continue
+        turns.append(_with_own_fields(message) if message["role"] == "assistant" else message)
+        places.append(index)
     return NewTurns(joined_instructions(*texts), turns, tuple(places))
+
+
+def _with_own_fields(message: Message) -> MessageIn | NativeItem:
+    """An assistant message as stored: with the fields of its upstream's own that the client
+    resent (its thinking, a call's signature) kept beside its view (`formats.chat_answer`), so
+    that a history the thread does not hold yet goes to the upstream as the upstream gave it;
+    the message itself when it has none."""
+    fields = own_fields(message)
+    said: Message = {k: v for k, v in message.items() if k not in fields}
+    return answer_item(said, fields or None)
