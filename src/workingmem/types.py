@@ -264,10 +264,10 @@ class CountedTurn:
     tokens: int
     """Its tokens with the call's tokenizer, per-message overhead included."""
     original: dict[str, Any] | None = None
-    """The turn as the chat API takes it, when it was stored as one beside its view: a chat
-    upstream's answer with the fields of its own that `message` leaves out (a reasoning
-    model's ``reasoning_content``, a call's ``extra_content``), which that upstream asks
-    back; None when `message` is what is sent."""
+    """The turn as a chat upstream takes it when that is not `message`: `message` with the
+    fields of the upstream's own that the turn's item kept (a reasoning model's
+    ``reasoning_content``, a call's ``extra_content``), which that upstream asks back; None
+    when `message` is what is sent."""
 
     @property
     def sent(self) -> ChatMessage:

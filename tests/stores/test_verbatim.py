@@ -13,6 +13,7 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import user
+from workingmem.formats.chat_answer import own_fields, with_chat_original
 from workingmem.stores.sql import SQLStore
 
 pytestmark = pytest.mark.asyncio
@@ -212,3 +213,33 @@ async def test_turns_appended_in_one_trip_read_back_unchanged(
     assert [t.tokens for t in tail.turns] == [
         tokenizer.count_message(m) for m in (user("hello"), messages[0], view)
     ]
+
+
+async def test_a_carried_chat_answer_goes_upstream_and_its_item_reads_back_unchanged(
+    store: SQLStore, tenant: str
+) -> None:
+    """R25 for an item that carries a chat upstream's answer (`formats.chat_answer`): read in
+    its own format it is as its client was shown; the tail gives the window the view with the
+    upstream's own fields, and nothing a request does not take (a response's annotations)."""
+    blocks = wm.NativeItem(
+        "anthropic.messages",
+        {"role": "assistant", "content": [{"type": "text", "text": "Sunny."}]},
+        {"role": "assistant", "content": "Sunny."},
+    )
+    said: wm.Message = {"role": "assistant", "content": "Sunny."}
+    answer = {**said, "annotations": [], "reasoning_content": "Because."}
+    carried = with_chat_original(blocks, said, own_fields(answer))
+    plain = wm.NativeItem("openai.chat", {**said, "annotations": [{"type": "url_citation"}]}, said)
+    await store.append(
+        tenant_id=tenant, thread_id="th", messages=[user("Weather?"), carried, plain]
+    )
+    turns = await store.list_turns(tenant_id=tenant, thread_id="th")
+    assert turns[1].in_format("anthropic.messages") == blocks.item
+    tokenizer = wm.tokens.tokenizer_for(wm.ModelInfo(id="gpt-4o", context_window=128_000))
+    tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=8)
+    assert [t.original for t in tail.turns] == [
+        None,
+        {**said, "reasoning_content": "Because."},
+        None,
+    ]
+    assert [t.sent for t in tail.turns][2] == said  # the annotations stay out

@@ -29,6 +29,7 @@ __all__ = [
     "chat_original",
     "own_fields",
     "with_chat_original",
+    "with_own_fields",
 ]
 
 MESSAGE_FIELDS = frozenset(
@@ -86,13 +87,30 @@ def with_chat_original(
 
 def chat_original(turn: Turn) -> dict[str, Any] | None:
     """The chat message a stored `turn` goes to a chat upstream as, when it is not its view:
-    its item in chat's own format, or the one an item of another format carries."""
+    the view with the upstream's own fields its item kept (`with_own_fields`)."""
     if turn.item is None:
         return None
-    if turn.format == CHAT_FORMAT:
-        return turn.item
-    carried = turn.item.get(CHAT_ORIGINAL_KEY)
-    return carried if isinstance(carried, dict) else None
+    kept = turn.item if turn.format == CHAT_FORMAT else turn.item.get(CHAT_ORIGINAL_KEY)
+    return with_own_fields(turn.to_message(), kept) if isinstance(kept, dict) else None
+
+
+def with_own_fields(view: Mapping[str, Any], kept: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`view` with the fields of its upstream's own that the item `kept` holds, its calls'
+    by their ids; None when it holds none. Only those: what OpenAI's answer has and its
+    requests do not (``annotations``, a whole ``audio``) stays out, as the view leaves it."""
+    given = kept.get("tool_calls")
+    calls = {
+        c.get("id"): own
+        for c in (given if isinstance(given, list) else ())
+        if isinstance(c, Mapping) and (own := call_fields(c))
+    }
+    fields = own_fields(kept)
+    if not fields and not calls:
+        return None
+    sent = {**view, **fields}
+    if calls:
+        sent["tool_calls"] = [{**c, **calls.get(c["id"], {})} for c in view.get("tool_calls") or ()]
+    return sent
 
 
 def _said(value: object) -> bool:

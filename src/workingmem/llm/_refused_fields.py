@@ -124,33 +124,27 @@ def _named_own_fields(body: Mapping[str, Any], said: str) -> frozenset[str]:
     own: set[str] = set()
     for message in body.get("messages") or ():
         if isinstance(message, Mapping):
-            own.update(k for k in message if k not in MESSAGE_FIELDS)
-            for call in message.get("tool_calls") or ():
-                if isinstance(call, Mapping):
-                    own.update(k for k in call if k not in CALL_FIELDS)
+            own |= message.keys() - MESSAGE_FIELDS
+            own.update(*(c.keys() - CALL_FIELDS for c in _calls(message)))
     return frozenset(name for name in own if re.search(rf"\b{re.escape(name)}\b", said))
 
 
 def _message_without(message: Any, refused: frozenset[str]) -> Any:
     """`message` without the `refused` fields, its calls' included."""
-    if not isinstance(message, Mapping) or refused.isdisjoint(_names(message)):
+    if not isinstance(message, Mapping):
         return message
     kept = {k: v for k, v in message.items() if k not in refused}
-    if isinstance(kept.get("tool_calls"), list):
+    if "tool_calls" in kept:
         kept["tool_calls"] = [
-            {k: v for k, v in c.items() if k not in refused} if isinstance(c, Mapping) else c
-            for c in kept["tool_calls"]
+            {k: v for k, v in c.items() if k not in refused} for c in _calls(kept)
         ]
     return kept
 
 
-def _names(message: Mapping[str, Any]) -> set[str]:
-    """A message's field names and its calls'."""
-    names = set(message)
-    for call in message.get("tool_calls") or ():
-        if isinstance(call, Mapping):
-            names.update(call)
-    return names
+def _calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A message's tool calls that are objects."""
+    calls = message.get("tool_calls")
+    return [c for c in calls if isinstance(c, Mapping)] if isinstance(calls, list) else []
 
 
 def _without(body: dict[str, Any], name: str) -> dict[str, Any]:

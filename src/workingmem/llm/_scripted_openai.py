@@ -14,6 +14,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..formats.chat_answer import call_fields
+
 if TYPE_CHECKING:
     from .testing import Reply
 
@@ -147,10 +149,6 @@ def completion_body(reply: Reply, request: dict[str, Any], completion_id: str) -
     return body
 
 
-_CALL_FIELDS = frozenset({"id", "type", "function"})
-"""A call's OpenAI fields; a server's own (Gemini's ``extra_content``) go in its first delta."""
-
-
 def completion_chunks(
     reply: Reply, request: dict[str, Any], completion_id: str, include_usage: bool
 ) -> list[dict[str, Any]]:
@@ -205,7 +203,7 @@ def completion_chunks(
                                 "name": function.get("name"),
                                 "arguments": function.get("arguments", ""),
                             },
-                            **{k: v for k, v in call.items() if k not in _CALL_FIELDS},
+                            **call_fields(call),  # a server's own, in the first delta
                         }
                     ]
                 }

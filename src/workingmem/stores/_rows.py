@@ -15,6 +15,7 @@ from typing import Any, cast
 import msgspec
 
 from ..errors import ValidationError
+from ..formats.chat_answer import with_own_fields
 from ..messages import (
     MAX_DEPTH,
     OpenUnit,
@@ -266,8 +267,8 @@ def counted_tail(
     tokenizer: Tokenizer, rows: Sequence[Sequence[Any]]
 ) -> tuple[list[CountedTurn], dict[int, int]]:
     """Turns (oldest first) from tail rows read newest first as (seq, unit_seq, message,
-    tokens, original): the original is the item of a turn stored in chat's own format, else
-    NULL (`CountedTurn.original`).
+    tokens, original): the original is the item a turn goes upstream by when it is not its
+    view (its own or the one it carries), else NULL (`CountedTurn.original`).
 
     A turn whose count with `tokenizer` is not stored yet is counted here; those counts are
     returned too, {seq: tokens}, for the store to remember.
@@ -280,12 +281,9 @@ def counted_tail(
         if row[3] is None
     }
     turns = [
-        _counted_turn(seq, unit_seq, message, missing[seq] if tokens is None else tokens)
-        for (seq, unit_seq, _, tokens, _), message in zip(rows, messages, strict=True)
+        _counted_turn(seq, unit_seq, message, missing[seq] if tokens is None else tokens, original)
+        for (seq, unit_seq, _, tokens, original), message in zip(rows, messages, strict=True)
     ]
-    for turn, row in zip(turns, rows, strict=True):
-        if row[4] is not None:  # rare: most turns are their view
-            _SET_ORIGINAL(turn, loads_item(row[4]))
     return turns, missing
 
 
@@ -299,16 +297,22 @@ _SET_SEQ, _SET_UNIT_SEQ, _SET_MESSAGE, _SET_TOKENS, _SET_ORIGINAL = map(
 )
 
 
-def _counted_turn(seq: int, unit_seq: int, message: ChatMessage, tokens: int) -> CountedTurn:
-    """`CountedTurn(seq, unit_seq, message, tokens)` at 60% of the cost: a frozen dataclass's
-    constructor sets each field through ``object.__setattr__``, where the slots' own setters
-    do it directly (a long window's tail builds thousands)."""
+def _counted_turn(
+    seq: int, unit_seq: int, message: ChatMessage, tokens: int, original: str | None
+) -> CountedTurn:
+    """`CountedTurn(seq, unit_seq, message, tokens, original)` (the view with the upstream's
+    own fields `original` holds: `formats.chat_answer.with_own_fields`) at 60%
+    of the cost: a frozen dataclass's constructor sets each field through
+    ``object.__setattr__``, where the slots' own setters do it directly (a long window's tail
+    builds thousands)."""
     turn: CountedTurn = object.__new__(CountedTurn)
     _SET_SEQ(turn, seq)
     _SET_UNIT_SEQ(turn, unit_seq)
     _SET_MESSAGE(turn, message)
     _SET_TOKENS(turn, tokens)
-    _SET_ORIGINAL(turn, None)
+    _SET_ORIGINAL(
+        turn, None if original is None else with_own_fields(message, json.loads(original))
+    )
     return turn
 
 
