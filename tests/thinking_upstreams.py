@@ -9,7 +9,14 @@ from typing import Any
 
 from tests.helpers import summarizing_responder
 from workingmem.agent_memory.tools import GET_TOOL
-from workingmem.llm.testing import Reply, Responder, ScriptedResponse, StatusError, tool_call
+from workingmem.llm.testing import (
+    Reply,
+    Responder,
+    ScriptedResponse,
+    ScriptedUpstream,
+    StatusError,
+    tool_call,
+)
 
 WEATHER: Any = {
     "type": "function",
@@ -17,6 +24,13 @@ WEATHER: Any = {
 }
 DEEPSEEK_REFUSAL = "The `reasoning_content` in the thinking mode must be passed back to the API."
 GEMINI_REFUSAL = "Function call is missing a thought_signature in functionCall parts."
+
+
+def last_answer_request(upstream: ScriptedUpstream) -> list[Any]:
+    """The messages of `upstream`'s last request for an answer: a background update of the
+    summary (the cheap model's) may come after it."""
+    asked = [r for r in upstream.requests if r.get("model") != "cheap-model"]
+    return list(asked[-1]["messages"])
 
 
 def thought(call_id: str) -> str:

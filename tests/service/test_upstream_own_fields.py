@@ -3,8 +3,9 @@ thinking mode refuses any request after a tool call whose assistant messages lac
 ``reasoning_content``; Gemini 3 refuses a call of the current turn without the thought signature
 it gave in the call's ``extra_content``. The gateway keeps those fields with the stored turn and
 sends them back with the window, through the client's tool loops and its own agent-memory rounds,
-whole and streamed. The upstream here refuses as those servers do. The official SDK over real
-HTTP, on SQLite and PostgreSQL."""
+whole and streamed; a Responses or Anthropic client is shown the thinking as its API shows it.
+The upstream here refuses as those servers do. The official SDK over real HTTP, on SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.thinking_upstreams import (
     deepseek_thinking,
     gemini_signatures,
     groq_reasoning,
+    last_answer_request,
     signature,
     thought,
 )
@@ -143,7 +145,7 @@ def test_a_call_s_signature_reaches_the_client_and_goes_back_upstream(
         assert call["extra_content"] == signature(call["id"])  # the client may send it back
         result = {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}
         assert ask(sdk, "gemini", [result], stream)["content"] == "It is sunny."
-    sent = upstream.requests[-1]["messages"]
+    sent = last_answer_request(upstream)
     calls = [c for m in sent for c in m.get("tool_calls") or ()]
     assert calls == [
         {**tool_call("get_weather", {}, id=call["id"]), "extra_content": signature(call["id"])}
@@ -172,9 +174,13 @@ WEATHER_RESPONSES: Any = {"type": "function", "name": "get_weather", "parameters
 WEATHER_ANTHROPIC: Any = {"name": "get_weather", "input_schema": {"type": "object"}}
 
 
-def respond(sdk: openai.OpenAI, given: list[Any], stream: bool) -> Any:
+THINKING: Any = {"type": "enabled", "budget_tokens": 1024}
+
+
+def respond(sdk: openai.OpenAI, given: list[Any], stream: bool) -> tuple[Any, list[Any]]:
     """One Responses call on the thread "codex" with the weather tool, as Codex makes it (the
-    whole input each time, nothing stored upstream); the final Response."""
+    whole input each time, nothing stored upstream): the final Response and, streamed, the
+    events, read through the SDK's stream helper (which refuses events out of order)."""
     fields: Any = {
         "model": "answer-model",
         "input": given,
@@ -183,29 +189,46 @@ def respond(sdk: openai.OpenAI, given: list[Any], stream: bool) -> Any:
         "extra_headers": {"X-Thread-Id": "codex"},
     }
     if not stream:
-        return sdk.responses.create(**fields)
-    events = list(sdk.responses.create(**fields, stream=True))
-    assert events[-1].type == "response.completed"
-    return events[-1].response
+        return sdk.responses.create(**fields), []
+    with sdk.responses.stream(**fields) as events:
+        seen = list(events)
+        return events.get_final_response(), seen
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_responses_client_s_tool_loop_in_front_of_a_thinking_chat_upstream(
     live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    """Codex in front of DeepSeek: the answer is stored as the Responses items the client was
-    shown, carrying the chat answer the upstream asks back; the client never sees it."""
+    """Codex in front of DeepSeek: the client is shown the thinking as a reasoning item (its
+    text as ``reasoning_text``), streamed as it comes, as OpenAI's API gives an open model's;
+    the answer is stored as the items the client was shown, carrying the chat answer the
+    upstream asks back, which the client never sees."""
     url, key = live
     upstream.responder = deepseek_thinking
     given: list[Any] = [{"role": "user", "content": "The weather in Paris?"}]
     with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as sdk:
-        first = respond(sdk, given, stream)
+        first, events = respond(sdk, given, stream)
         assert "workingmem" not in first.model_dump_json()
-        (call,) = [item for item in first.output if item.type == "function_call"]
+        assert [item.type for item in first.output] == ["reasoning", "function_call"]
+        reasoning, call = first.output
+        assert [part.text for part in reasoning.content] == [thought(call.call_id)]
+        assert reasoning.summary == []
+        if stream:
+            deltas = [e.delta for e in events if e.type == "response.reasoning_text.delta"]
+            assert "".join(deltas) == thought(call.call_id)
+            assert len(deltas) > 1  # as it came, not whole at the end
+            added = [e for e in events if e.type == "response.output_item.added"]
+            assert [(e.output_index, e.item.id) for e in added] == [
+                (0, reasoning.id),
+                (1, call.id),
+            ]
         given += [item.model_dump(exclude_none=True) for item in first.output]
         given.append({"type": "function_call_output", "call_id": call.call_id, "output": "sunny"})
-        assert respond(sdk, given, stream).output_text == "It is sunny."
-    sent = upstream.requests[-1]["messages"]
+        second, _ = respond(sdk, given, stream)
+    assert [item.type for item in second.output] == ["reasoning", "message"]
+    assert [part.text for part in second.output[0].content] == ["The result says so."]
+    assert second.output_text == "It is sunny."
+    sent = last_answer_request(upstream)
     assert [m.get("reasoning_content") for m in sent if m.get("tool_calls")] == [
         thought(call.call_id)
     ]
@@ -221,39 +244,77 @@ def test_a_responses_client_s_tool_loop_in_front_of_a_thinking_chat_upstream(
 def test_an_anthropic_client_s_tool_loop_in_front_of_a_thinking_chat_upstream(
     live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
 ) -> None:
-    """Claude Code in front of DeepSeek's chat API: the same, for the Messages API's blocks."""
+    """Claude Code in front of DeepSeek's chat API: the same, for the Messages API's blocks;
+    with thinking on, the thinking is a thinking block, streamed as it comes."""
     url, key = live
     upstream.responder = deepseek_thinking
     messages: list[Any] = [{"role": "user", "content": "The weather in Paris?"}]
     with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
 
-        def answer() -> Any:
+        def answer() -> tuple[Any, list[Any]]:
             fields: Any = {
                 "model": "answer-model",
-                "max_tokens": 200,
+                "max_tokens": 2048,
                 "messages": messages,
                 "tools": [WEATHER_ANTHROPIC],
+                "thinking": THINKING,
                 "extra_headers": {"X-Thread-Id": "claude"},
             }
             if not stream:
-                return claude.messages.create(**fields)
+                return claude.messages.create(**fields), []
             with claude.messages.stream(**fields) as events:
-                return events.get_final_message()
+                seen = list(events)
+                return events.get_final_message(), seen
 
-        first = answer()
+        first, events = answer()
         assert "workingmem" not in first.model_dump_json()
-        (use,) = [block for block in first.content if block.type == "tool_use"]
+        assert [block.type for block in first.content] == ["thinking", "tool_use"]
+        thinking, use = first.content
+        assert thinking.thinking == thought(use.id)
+        if stream:
+            pieces = [e.thinking for e in events if e.type == "thinking"]
+            assert "".join(pieces) == thought(use.id)
+            assert len(pieces) > 1  # as it came
         messages.append({"role": "assistant", "content": [b.model_dump() for b in first.content]})
         result = {"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}
         messages.append({"role": "user", "content": [result]})
-        assert answer().content[0].text == "It is sunny."
-    sent = upstream.requests[-1]["messages"]
+        second, _ = answer()
+    assert [block.model_dump() for block in second.content] == [
+        {"type": "thinking", "thinking": "The result says so.", "signature": ""},
+        {"type": "text", "text": "It is sunny.", "citations": None},
+    ]
+    sent = last_answer_request(upstream)
     assert [m.get("reasoning_content") for m in sent if m.get("tool_calls")] == [thought(use.id)]
     assert [m["role"] for m in stored(url, key, "claude")] == [
         "user",
         "assistant",
         "tool",
         "assistant",
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_an_anthropic_client_without_thinking_is_shown_none(
+    live: tuple[str, str], upstream: ScriptedUpstream, stream: bool
+) -> None:
+    """As at Anthropic: no thinking block unless the request turns thinking on."""
+    url, key = live
+    upstream.responder = deepseek_thinking
+    fields: Any = {
+        "model": "answer-model",
+        "max_tokens": 200,
+        "messages": [{"role": "user", "content": "Hello"}],
+        "extra_headers": {"X-Thread-Id": "plain"},
+    }
+    with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
+        if stream:
+            with claude.messages.stream(**fields) as events:
+                assert not [e for e in events if e.type == "thinking"]
+                answered = events.get_final_message()
+        else:
+            answered = claude.messages.create(**fields)
+    assert [block.model_dump() for block in answered.content] == [
+        {"type": "text", "text": "It is sunny.", "citations": None}
     ]
 
 

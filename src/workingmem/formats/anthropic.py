@@ -44,6 +44,7 @@ __all__ = [
     "message_of",
     "messages_of",
     "stop_reason",
+    "thinking_block",
     "turns_of",
 ]
 
@@ -300,10 +301,20 @@ def _parts_text(content: object) -> str:
 # -- a chat upstream ---------------------------------------------------------------------------
 
 
-def answer_turn(answer: Message) -> NativeItem:
-    """The turn a thread stores for an answer a chat upstream gave: its blocks, its view."""
+def answer_turn(answer: Message, *, thinking: str = "") -> NativeItem:
+    """The turn a thread stores for an answer a chat upstream gave: its blocks (its
+    `thinking` first, when shown: `thinking_block`), its view."""
     item = message_of(answer)
+    if thinking:
+        item["content"] = [thinking_block(thinking), *item["content"]]
     return NativeItem(FORMAT, item, answer_view(item["content"]))
+
+
+def thinking_block(text: str) -> dict[str, Any]:
+    """A chat upstream's thinking (`formats.chat_answer.reasoning_of`) as a thinking block. Its
+    signature is empty: only Anthropic signs its own, and this one goes back to the chat
+    upstream as the field it came in (`CHAT_ORIGINAL_KEY`), not as the block."""
+    return {"type": "thinking", "thinking": text, "signature": ""}
 
 
 def answer_item(message: object, *, calls: Collection[str], text: bool = True) -> NativeItem | None:

@@ -24,10 +24,12 @@ from ..types import CHAT_FORMAT, CHAT_ORIGINAL_KEY, Message, MessageIn, NativeIt
 __all__ = [
     "CALL_FIELDS",
     "MESSAGE_FIELDS",
+    "REASONING_FIELDS",
     "answer_item",
     "call_fields",
     "chat_original",
     "own_fields",
+    "reasoning_of",
     "with_chat_original",
     "with_own_fields",
 ]
@@ -41,6 +43,9 @@ MESSAGE_FIELDS = frozenset(
 """The fields of OpenAI's chat messages; any other a message has is its writer's own."""
 CALL_FIELDS = frozenset({"id", "type", "function", "index"})
 """The fields of OpenAI's tool call, and the stream's ``index``."""
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where chat servers put a reasoning model's thinking as text: DeepSeek, llama.cpp's server and
+older vLLM ``reasoning_content``; OpenRouter, Ollama, Groq and newer vLLM ``reasoning``."""
 
 
 def own_fields(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,6 +57,17 @@ def own_fields(message: Mapping[str, Any]) -> dict[str, Any]:
 def call_fields(call: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a tool call that OpenAI's does not have (Gemini's ``extra_content``)."""
     return {k: v for k, v in call.items() if k not in CALL_FIELDS and _said(v)}
+
+
+def reasoning_of(fields: Mapping[str, Any] | None) -> str:
+    """The thinking an answer's own fields (`Completion.own_fields`) or one streamed delta
+    carry as text (`REASONING_FIELDS`), "" when none: what a Responses client is shown as a
+    reasoning item and an Anthropic client as a thinking block."""
+    for name in REASONING_FIELDS:
+        value = (fields or {}).get(name)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def answer_item(message: Message, fields: Mapping[str, Any] | None) -> MessageIn | NativeItem:

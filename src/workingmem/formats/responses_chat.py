@@ -27,6 +27,7 @@ __all__ = [
     "native_output",
     "new_id",
     "output_items",
+    "reasoning_item",
 ]
 
 
@@ -69,13 +70,29 @@ def chat_options(
     return options
 
 
+def reasoning_item(item_id: str, text: str) -> dict[str, Any]:
+    """A chat upstream's thinking (`formats.chat_answer.reasoning_of`) as a reasoning item,
+    its text as ``reasoning_text`` content, as the Responses API gives an open model's."""
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+    }
+
+
 def output_items(
-    answer: Message, *, message_id: str, offered: Mapping[str, Offered] | None = None
+    answer: Message,
+    *,
+    message_id: str,
+    offered: Mapping[str, Offered] | None = None,
+    reasoning: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The answer (a chat assistant message) as output items: its text as one completed
-    ``message`` (when it has text, or calls nothing), then a ``function_call`` per call, a
-    call of a tool chat has no word for (one of `offered`) in the client's words."""
-    items: list[dict[str, Any]] = []
+    """The answer (a chat assistant message) as output items: its `reasoning` item first when
+    it has one (`reasoning_item`), its text as one completed ``message`` (when it has text, or
+    calls nothing), then a ``function_call`` per call, a call of a tool chat has no word for
+    (one of `offered`) in the client's words."""
+    items: list[dict[str, Any]] = [reasoning] if reasoning is not None else []
     text = answer.get("content")
     calls = answer.get("tool_calls") or ()
     if text or not calls:
@@ -105,11 +122,16 @@ def output_items(
 
 
 def answer_turn(
-    answer: Message, *, message_id: str, offered: Mapping[str, Offered] | None = None
+    answer: Message,
+    *,
+    message_id: str,
+    offered: Mapping[str, Offered] | None = None,
+    reasoning: dict[str, Any] | None = None,
 ) -> NativeItem:
-    """The turn a thread stores for the answer: its output items verbatim, its view the
-    answer (see `workingmem.formats.responses`)."""
-    (turn,) = turns_of(output_items(answer, message_id=message_id, offered=offered))
+    """The turn a thread stores for the answer: its output items verbatim (`output_items`),
+    its view the answer (see `workingmem.formats.responses`)."""
+    items = output_items(answer, message_id=message_id, offered=offered, reasoning=reasoning)
+    (turn,) = turns_of(items)
     return turn
 
 

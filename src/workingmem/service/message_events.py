@@ -5,12 +5,13 @@
 
 The order the `anthropic` SDK's stream helpers read: ``message_start`` (the message, no
 content yet), a ``ping``, the blocks numbered from 0 as they come (an Anthropic upstream's
-thinking block with its ``thinking_delta`` and ``signature_delta`` events as it sent them; the
-text block, a ``text_delta`` per piece), then the answer's other blocks whole (each
-``tool_use`` with its input as one ``input_json_delta``), ``message_delta`` (the stop reason
-and the usage), then ``message_stop``. A failure once the stream has begun is an ``error``
-event, and nothing is stored; a client that disconnects closes the answer, and nothing is
-stored either.
+thinking block with its ``thinking_delta`` and ``signature_delta`` events as it sent them, or a
+chat upstream's thinking as a thinking block, a ``thinking_delta`` per piece, when the request
+turned thinking on; the text block, a ``text_delta`` per piece), then the answer's other
+blocks whole (each ``tool_use`` with its input as one ``input_json_delta``), ``message_delta``
+(the stop reason and the usage), then ``message_stop``. A failure once the stream has begun
+is an ``error`` event, and nothing is stored; a client that disconnects closes the answer, and
+nothing is stored either.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formats.anthropic import FORMAT
+from ..formats.chat_answer import reasoning_of
 from ..gateway import AnswerStream
 from ..llm import NativeEvent
+from ..types import CHAT_FORMAT
 from .disconnect import LastPiece
 from .errors import anthropic_error_body
 from .metrics import Metrics
@@ -45,8 +48,11 @@ async def message_events(
     *,
     finish: Finish,
     metrics: Metrics,
+    thinking: bool = False,
 ) -> AsyncIterator[bytes]:
-    """The SSE body; closing it early (the client left) closes the answer: nothing stored."""
+    """The SSE body; closing it early (the client left) closes the answer: nothing stored.
+    With `thinking` (the request turned it on), a chat upstream's thinking streams as a
+    thinking block before the text."""
     started: dict[str, Any] = {
         "id": info.message_id,
         "type": "message",
@@ -58,7 +64,7 @@ async def message_events(
         "usage": {"input_tokens": 0, "output_tokens": 0},
     }
     async with aclosing(stream):
-        blocks = _Blocks()
+        blocks = _Blocks(thinking)
         opening = [
             named_event({"type": "message_start", "message": started}),
             named_event({"type": "ping"}),
@@ -94,32 +100,32 @@ async def message_events(
 
 
 class _Blocks:
-    """The content blocks as they are streamed, numbered in order: the text as it comes, an
-    upstream's thinking blocks as it sent them (renumbered), then the rest of the answer's
-    blocks whole once it is known."""
+    """The content blocks as they are streamed, numbered in order: a chat upstream's thinking
+    as it comes (when shown), the text as it comes, an upstream's thinking blocks as it sent
+    them (renumbered), then the rest of the answer's blocks whole once it is known."""
 
-    def __init__(self) -> None:
+    def __init__(self, thinking: bool) -> None:
         self.count = 0
-        self._text: int | None = None
-        """The text block open, if any."""
+        self._thinking = thinking
+        self._open_block: int | None = None
+        """The text or thinking block being streamed, if any."""
+        self._open_kind: str | None = None
         self._numbers: dict[int, int] = {}
         """The upstream's index of each block passed on, to ours."""
         self.streamed: set[str] = set()
         """The kinds of block already streamed (not sent again from the answer)."""
 
     def add(self, piece: str | NativeEvent) -> list[bytes]:
-        out: list[bytes] = []
         if isinstance(piece, str):
-            if self._text is None:
-                self._text = self._open({"type": "text", "text": ""}, out)
-                self.streamed.add("text")
-            out.append(_delta(self._text, piece))
-            return out
+            return self._piece("text", piece)
         event = piece.event
+        if piece.format == CHAT_FORMAT:
+            return self._piece("thinking", reasoning_of(event)) if self._thinking else []
         if piece.format != FORMAT or not isinstance(event.get("index"), int):
             return []
+        out: list[bytes] = []
         if event.get("type") == "content_block_start":
-            out = self._close_text()  # blocks are streamed one after the other
+            out = self._close_open()  # blocks are streamed one after the other
             block = dict(event.get("content_block") or {})
             self._numbers[event["index"]] = self._open(block, out)
             self.streamed.add(str(block.get("type")))
@@ -127,9 +133,24 @@ class _Blocks:
             out.append(named_event({**event, "index": self._numbers[event["index"]]}))
         return out
 
+    def _piece(self, kind: str, text: str) -> list[bytes]:
+        """A piece of the text or of a chat upstream's thinking, in the block of its kind:
+        opened by its first piece; thinking only before the text (one block of it)."""
+        out: list[bytes] = []
+        if self._open_kind != kind:
+            if not text or (kind == "thinking" and self.streamed & {"text", "thinking"}):
+                return []
+            out = self._close_open()
+            self._open_block = self._open(_EMPTY[kind], out)
+            self._open_kind = kind
+            self.streamed.add(kind)
+        assert self._open_block is not None
+        out.append(_delta(self._open_block, kind, text))
+        return out
+
     def rest(self, content: list[dict[str, Any]]) -> list[bytes]:
         """The answer's blocks that were not streamed, after the ones that were."""
-        out = self._close_text()
+        out = self._close_open()
         for block in content:
             kind = block.get("type")
             if kind in self.streamed:
@@ -137,7 +158,7 @@ class _Blocks:
             if kind == "text":
                 number = self._open({"type": "text", "text": ""}, out)
                 if block.get("text"):
-                    out.append(_delta(number, str(block["text"])))
+                    out.append(_delta(number, "text", str(block["text"])))
             elif kind == "tool_use":
                 number = self._open({**block, "input": {}}, out)
                 partial = json.dumps(block.get("input", {}), ensure_ascii=False)
@@ -158,18 +179,26 @@ class _Blocks:
         )
         return number
 
-    def _close_text(self) -> list[bytes]:
-        if self._text is None:
+    def _close_open(self) -> list[bytes]:
+        if self._open_block is None:
             return []
-        number, self._text = self._text, None
+        number, self._open_block, self._open_kind = self._open_block, None, None
         return [named_event({"type": "content_block_stop", "index": number})]
 
 
-def _delta(index: int, text: str) -> bytes:
+_EMPTY = {
+    "text": {"type": "text", "text": ""},
+    "thinking": {"type": "thinking", "thinking": "", "signature": ""},
+}
+"""A streamed block as it opens."""
+
+
+def _delta(index: int, kind: str, text: str) -> bytes:
+    """A piece of a text (``text_delta``) or thinking block (``thinking_delta``)."""
     return named_event(
         {
             "type": "content_block_delta",
             "index": index,
-            "delta": {"type": "text_delta", "text": text},
+            "delta": {"type": f"{kind}_delta", kind: text},
         }
     )

@@ -1,28 +1,33 @@
 """A response as the Responses API's server-sent events.
 
-    first = await first_piece(stream)      # a failure before the answer: a plain HTTP error
+    first = await first_chat_piece(stream)  # a failure before the answer: a plain HTTP error
     return EventStreamResponse(response_events(stream, first, info, ...), ...)
 
 The sequence a client's parser expects, numbered from 0: ``response.created``,
-``response.in_progress``; for the text, the message item (``output_item.added``,
-``content_part.added``, an ``output_text.delta`` per piece, ``output_text.done``,
-``content_part.done``, ``output_item.done``); each call of the client's tools
-(``output_item.added``, ``function_call_arguments.delta`` and ``.done``, or a custom tool's
-``custom_tool_call_input.delta`` and ``.done``, ``output_item.done``); then
+``response.in_progress``; a chat upstream's thinking as a reasoning item, as it comes
+(``output_item.added``, ``content_part.added``, a ``reasoning_text.delta`` per piece,
+``reasoning_text.done``, ``content_part.done``, ``output_item.done``); for the text, the
+message item (``output_item.added``, ``content_part.added``, an ``output_text.delta`` per
+piece, ``output_text.done``, ``content_part.done``, ``output_item.done``); each call of the
+client's tools (``output_item.added``, ``function_call_arguments.delta`` and ``.done``, or a
+custom tool's ``custom_tool_call_input.delta`` and ``.done``, ``output_item.done``); then
 ``response.completed`` (``response.incomplete`` when the answer was cut at
-``max_output_tokens``). The items carry the ids the thread stores them under. A
-failure once the stream has begun is a ``response.failed`` event and nothing is stored; a
-client that disconnects closes the answer, and no half answer is stored either.
+``max_output_tokens``). The items carry the ids the thread stores them under. A failure once
+the stream has begun is a ``response.failed`` event and nothing is stored; a client that
+disconnects closes the answer, and no half answer is stored either.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
+from ..formats.chat_answer import reasoning_of
+from ..formats.responses_chat import reasoning_item
 from ..gateway import AnswerStream
-from ..llm import TextDelta, Usage
+from ..llm import NativeEvent, TextDelta, Usage
+from ..types import CHAT_FORMAT
 from .disconnect import LastPiece
 from .metrics import Metrics
 from .response_body import ResponseInfo, response_object
@@ -39,14 +44,16 @@ _CALLS = {
 
 async def response_events(
     stream: AnswerStream,
-    first: TextDelta | None,
+    first: TextDelta | NativeEvent | None,
     info: ResponseInfo,
     *,
     message_id: str,
+    reasoning_id: str,
     finish: Finish,
     metrics: Metrics,
 ) -> AsyncIterator[bytes]:
-    """The SSE body; closing it early (the client left) closes the answer: nothing stored."""
+    """The SSE body; closing it early (the client left) closes the answer: nothing stored.
+    A chat upstream's thinking streams as the reasoning item `reasoning_id` before the text."""
     number = -1
 
     def event(kind: str, **fields: Any) -> bytes:
@@ -68,6 +75,7 @@ async def response_events(
     empty_part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
     opened = False
     pieces: list[str] = []
+    thinking = _Thinking(reasoning_id, event)
 
     def delta(piece: TextDelta) -> bytes:
         tokens = list(piece.logprobs)
@@ -81,6 +89,17 @@ async def response_events(
             event("response.content_part.added", **where, part=empty_part),
         ]
 
+    def add(piece: TextDelta | NativeEvent) -> list[bytes]:
+        if isinstance(piece, NativeEvent):
+            return [] if opened else thinking.add(reasoning_of(piece.event))
+        out = thinking.close()
+        if not opened:
+            where["output_index"] = thinking.items
+            out += open_message()
+        pieces.append(piece.text)
+        out.append(delta(piece))
+        return out
+
     async with aclosing(stream):
         opening = [
             lifecycle("response.created", "in_progress"),
@@ -88,15 +107,13 @@ async def response_events(
         ]
         try:
             if first is not None:
-                opening += open_message()
-                pieces.append(first.text)
-                opening.append(delta(first))
+                opening += add(first)
             yield b"".join(opening)
             opening = []
             if first is not None:
-                async for piece in stream.deltas():
-                    pieces.append(piece.text)
-                    yield delta(piece)
+                async for piece in stream.pieces(CHAT_FORMAT):
+                    if events := add(piece):
+                        yield b"".join(events)
             result = stream.result
             assert result is not None, "a stream that ended has its result"
             body = await finish(result)
@@ -107,13 +124,18 @@ async def response_events(
         metrics.observe_answer(result.usage if result is not None else Usage())
         output: list[dict[str, Any]] = body["output"]
         streamed = next((i for i in output if i.get("id") == message_id), None)
-        # the indexes follow the stream: the message the text went to first, when it has
-        # begun; the order of the output is the completed response's
-        order = ([streamed] if opened and streamed else []) + [
-            item for item in output if not (opened and item is streamed)
+        thought = next((i for i in output if i.get("id") == reasoning_id), None)
+        # the indexes follow the stream: the reasoning and the message the text went to first,
+        # when they have begun; the order of the output is the completed response's
+        begun = [
+            *([thought] if thinking.items and thought else []),
+            *([streamed] if opened and streamed else []),
         ]
-        closing: list[bytes] = []  # ready at once: one piece of the body
+        order = begun + [item for item in output if not any(item is b for b in begun)]
+        closing: list[bytes] = thinking.close(thought)  # ready at once: one piece of the body
         for index, item in enumerate(order):
+            if item is thought and thinking.items:
+                continue
             if item is streamed:
                 if not opened:
                     where["output_index"] = index
@@ -149,3 +171,52 @@ async def response_events(
         done = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
         closing.append(event(done, response=body))
         yield LastPiece(b"".join(closing))
+
+
+class _Thinking:
+    """A chat upstream's thinking as the reasoning item streamed before the answer's text
+    (output index 0): opened by its first piece, its text as ``reasoning_text`` deltas, done
+    when the text begins or the answer ends."""
+
+    def __init__(self, item_id: str, event: Callable[..., bytes]) -> None:
+        self._id = item_id
+        self._event = event
+        self._pieces: list[str] = []
+        self._open = False
+        self.items = 0
+        """The output items it took: 1 once it has begun."""
+
+    def add(self, text: str) -> list[bytes]:
+        if not text or (self.items and not self._open):
+            return []
+        out = []
+        where = {"item_id": self._id, "output_index": 0, "content_index": 0}
+        if not self._open:
+            self._open, self.items = True, 1
+            item = {"id": self._id, "type": "reasoning", "summary": [], "content": []}
+            out += [
+                self._event("response.output_item.added", output_index=0, item=item),
+                self._event(
+                    "response.content_part.added",
+                    **where,
+                    part={"type": "reasoning_text", "text": ""},
+                ),
+            ]
+        self._pieces.append(text)
+        out.append(self._event("response.reasoning_text.delta", **where, delta=text))
+        return out
+
+    def close(self, stored: dict[str, Any] | None = None) -> list[bytes]:
+        """Its closing events, once (the item as stored when the answer is known)."""
+        if not self._open:
+            return []
+        self._open = False
+        text = "".join(self._pieces)
+        item = stored or reasoning_item(self._id, text)
+        where = {"item_id": self._id, "output_index": 0, "content_index": 0}
+        part = {"type": "reasoning_text", "text": text}
+        return [
+            self._event("response.reasoning_text.done", **where, text=text),
+            self._event("response.content_part.done", **where, part=part),
+            self._event("response.output_item.done", output_index=0, item=item),
+        ]

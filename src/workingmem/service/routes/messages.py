@@ -18,6 +18,7 @@ messages verbatim, and the answer's blocks (thinking and its signature) are stor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
@@ -36,6 +37,7 @@ from ...formats.anthropic import (
     turns_of,
 )
 from ...formats.anthropic_system import in_force, instructions, output_config
+from ...formats.chat_answer import reasoning_of
 from ...formats.responses_chat import new_id
 from ...gateway import AskResult
 from ...llm import Completion
@@ -144,7 +146,7 @@ async def create_message(
             _native_options(body, messages, request) if native else _chat_options(body, messages)
         ),
         "max_tokens": body.max_tokens,
-        "answer_format": _as_blocks,
+        "answer_format": _blocks(shows_thinking(body)),
         "session": x_claude_code_session_id,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
@@ -159,7 +161,14 @@ async def create_message(
         stream = gateway.ask_stream(**ask)
         first = await first_event(stream)
         return EventStreamResponse(
-            message_events(stream, first, info, finish=finish, metrics=services.metrics),
+            message_events(
+                stream,
+                first,
+                info,
+                finish=finish,
+                metrics=services.metrics,
+                thinking=shows_thinking(body),
+            ),
             media_type="text/event-stream",
             headers={
                 **thread_header(stream.thread_id or ""),
@@ -218,12 +227,26 @@ def _native_options(
     return fields
 
 
-def _as_blocks(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
-    """The answer as the thread stores it: the Anthropic message a client is shown; an
-    Anthropic upstream's own blocks when it gave them (its thinking, signed)."""
-    calls = {str(call["id"]) for call in message.get("tool_calls") or ()}
-    native = answer_item(completion.raw if completion else None, calls=calls)
-    return native or answer_turn(message)
+def _blocks(thinking: bool) -> Callable[[Message, Completion | None], MessageIn | NativeItem]:
+    """How the thread stores the answer: as the Anthropic message a client is shown; an
+    Anthropic upstream's own blocks when it gave them (its thinking, signed); a chat
+    upstream's thinking as a thinking block first when the request turned `thinking` on."""
+
+    def as_blocks(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
+        calls = {str(call["id"]) for call in message.get("tool_calls") or ()}
+        native = answer_item(completion.raw if completion else None, calls=calls)
+        if native is not None:
+            return native
+        thought = reasoning_of(completion.own_fields) if thinking and completion else ""
+        return answer_turn(message, thinking=thought)
+
+    return as_blocks
+
+
+def shows_thinking(body: MessageCreateRequest) -> bool:
+    """Whether the request turned thinking on (``enabled``, or ``adaptive`` as the newer
+    models take it): only then does the answer carry thinking blocks, as at Anthropic."""
+    return (body.thinking or {}).get("type") in ("enabled", "adaptive")
 
 
 def _message(info: MessageInfo, result: AskResult) -> dict[str, Any]:

@@ -28,11 +28,18 @@ from fastapi.responses import JSONResponse, Response
 from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying, joined_instructions
+from ...formats.chat_answer import reasoning_of
 from ...formats.client_tools import offer
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
-from ...formats.responses_chat import answer_turn, chat_options, native_output, new_id
+from ...formats.responses_chat import (
+    answer_turn,
+    chat_options,
+    native_output,
+    new_id,
+    reasoning_item,
+)
 from ...gateway import AnswerStream, AskResult, Gateway
-from ...llm import Completion, TextDelta
+from ...llm import Completion, NativeEvent, TextDelta
 from ...messages import check_id, same
 from ...stores.responses import ResponseStore, StoredResponse
 from ...types import Message, MessageIn, NativeItem
@@ -58,7 +65,7 @@ from ..responses_schemas import (
 )
 from ..server_compaction import compact_threshold, compaction_after, is_due
 from ..sessions import awaiting_thread
-from ..sse import first_piece
+from ..sse import first_chat_piece
 from ..state import Services, get_services
 from . import BUSY, ERRORS, UPSTREAM
 
@@ -362,13 +369,15 @@ async def create_response(
         request=body,
         conversation_id=target.conversation_id,
     )
-    message_id = new_id("msg")
+    message_id, reasoning_id = new_id("msg"), new_id("rs")
 
     def answer_as(message: Message, completion: Completion | None) -> MessageIn | NativeItem:
         native = native_output(completion, message, message_id=message_id, offered=offered)
         if native is not None:
             return native
-        return answer_turn(message, message_id=message_id, offered=offered)
+        thought = reasoning_of(completion.own_fields if completion is not None else None)
+        reasoning = reasoning_item(reasoning_id, thought) if thought else None
+        return answer_turn(message, message_id=message_id, offered=offered, reasoning=reasoning)
 
     ask: dict[str, Any] = {
         "tenant_id": tenant,
@@ -416,9 +425,9 @@ async def create_response(
 
     if body.stream:
 
-        async def started(on: _Target) -> tuple[AnswerStream, TextDelta | None]:
+        async def started(on: _Target) -> tuple[AnswerStream, TextDelta | NativeEvent | None]:
             stream = gateway.ask_stream(**ask, thread_id=on.thread_id, expect_turns=on.expect_turns)
-            return stream, await first_piece(stream)
+            return stream, await first_chat_piece(stream)
 
         stream, first = await _continuing(gateway, tenant, target, turns, started)
         return EventStreamResponse(
@@ -427,6 +436,7 @@ async def create_response(
                 first,
                 info,
                 message_id=message_id,
+                reasoning_id=reasoning_id,
                 finish=finish,
                 metrics=services.metrics,
             ),
