@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import workingmem as wm
 from workingmem.messages import (
     ID_PATTERN,
+    MAX_FILE_BYTES,
     MAX_ID_CHARS,
     MAX_MESSAGE_BYTES,
     MAX_PARTS,
@@ -179,6 +180,13 @@ def test_malformed_messages_name_the_field(message: Any, field: str, reason: str
     assert reason in caught.value.reason
 
 
+def with_files(text: str, file_bytes: int) -> dict[str, Any]:
+    """A user message with `text` and an image of `file_bytes` of base64 (its data URL's)."""
+    url = "data:image/png;base64,"
+    image = {"type": "image_url", "image_url": {"url": url + "A" * (file_bytes - len(url))}}
+    return {"role": "user", "content": [{"type": "text", "text": text}, image]}
+
+
 @pytest.mark.parametrize(
     ("message", "fits"),
     [
@@ -193,11 +201,17 @@ def test_malformed_messages_name_the_field(message: Any, field: str, reason: str
             False,
             id="surrogate-in-tool-result",
         ),
+        pytest.param(with_files("x" * 1_000, 5 * 2**20), True, id="5-mib-photo-fits"),
+        pytest.param(with_files("x" * 1_000, MAX_FILE_BYTES + 1), False, id="files-over"),
+        pytest.param(
+            with_files("x" * (MAX_MESSAGE_BYTES + 1), 2**20), False, id="text-over-beside-files"
+        ),
     ],
 )
 def test_size_limit_counts_serialized_bytes(message: dict[str, Any], fits: bool) -> None:
     """The limit is on the message's JSON in UTF-8: multi-byte characters and escapes count
-    for what they take, however the check gets there."""
+    for what they take, however the check gets there; the base64 of its inline files has a
+    limit of its own (a photo, a screenshot), and the rest keeps the message's."""
     if fits:
         assert normalize_messages([message]) == [message]
     else:

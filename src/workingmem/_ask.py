@@ -316,6 +316,7 @@ class Ask:
             tools=offer,
             recall_query=self.recall_query or None,
             known=known,
+            file_bytes=self.gateway.config.max_inline_file_bytes,
         )
 
     async def _recall_query(self) -> str:
@@ -500,15 +501,29 @@ async def _with_originals(
     seqs = loaded.seqs[len(loaded.seqs) - len(history) :] if loaded.seqs else ()
     if len(seqs) != len(history):
         return context.messages
-    window = await read_turns(
-        store, tenant_id=tenant_id, thread_id=thread_id, first=seqs[0], count=len(seqs)
-    )
-    stored = {turn.seq: turn for turn in window}
+    named = set(loaded.named_files)  # their files stay in the store: sent as named
+    stored: dict[int | None, Turn] = {}
+    for first, count in _runs([seq for seq in seqs if seq not in named]):
+        window = await read_turns(
+            store, tenant_id=tenant_id, thread_id=thread_id, first=first, count=count
+        )
+        stored.update((turn.seq, turn) for turn in window)
     sent: list[MessageIn] = [context.messages[0]]
     for seq, message in zip(seqs, history, strict=True):
         turn = stored.get(seq)
         sent.append(carrying(message, turn.in_format(native) if turn is not None else None))
     return sent
+
+
+def _runs(seqs: Sequence[int]) -> list[tuple[int, int]]:
+    """Ascending `seqs` as runs of consecutive seqs: (first, count) each."""
+    runs: list[tuple[int, int]] = []
+    for seq in seqs:
+        if runs and runs[-1][0] + runs[-1][1] == seq:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((seq, 1))
+    return runs
 
 
 def _finish_reason(completion: Completion | None) -> str:

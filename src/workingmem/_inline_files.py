@@ -20,7 +20,11 @@ from .formats import ORIGINAL_KEY
 from .formats.files import label
 from .types import MessageIn
 
-__all__ = ["inline_bytes", "within_file_bytes"]
+__all__ = ["SHED_BYTES", "inline_bytes", "named_files", "shed", "within_file_bytes"]
+
+SHED_BYTES = 64 * 2**10
+"""A message whose files hold this much base64 or more is stored with a copy that names them
+(`shed`): a window reads the copy, and the message whole only when its request sends them."""
 
 
 _PAYLOAD = {"image_url": "url", "file": "file_data", "input_audio": "data"}
@@ -60,12 +64,28 @@ def within_file_bytes(messages: Sequence[MessageIn], limit: int) -> Sequence[Mes
             kept += size
             sent.append(message)
             continue
-        assert isinstance(content, list)
-        named = [_named(part) if inline_bytes(part) else part for part in content]
-        shed: dict[str, Any] = {k: v for k, v in message.items() if k != ORIGINAL_KEY}
-        sent.append({**shed, "content": named})
+        sent.append(named_files(message))
     sent.reverse()
     return sent
+
+
+def named_files(message: Mapping[str, Any]) -> dict[str, Any]:
+    """`message` with its inline files named where they stood (``[file: report.pdf, attached
+    earlier]``), as its chat view: the original it carried for a native upstream
+    (`ORIGINAL_KEY`) holds the same files."""
+    content = message.get("content")
+    kept: dict[str, Any] = {k: v for k, v in message.items() if k != ORIGINAL_KEY}
+    if not isinstance(content, list):
+        return kept
+    return {**kept, "content": [_named(part) if inline_bytes(part) else part for part in content]}
+
+
+def shed(message: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """The base64 of `message`'s inline files and the message with them named
+    (`named_files`), when they hold `SHED_BYTES` or more; else None (kept whole)."""
+    content = message.get("content")
+    held = sum(map(inline_bytes, content)) if isinstance(content, list) else 0
+    return (held, named_files(message)) if held >= SHED_BYTES else None
 
 
 def _named(part: Mapping[str, Any]) -> dict[str, Any]:

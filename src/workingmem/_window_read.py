@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ._inline_files import inline_bytes
 from .errors import NotFoundError
 from .formats.chat_answer import chat_original
-from .stores.base import Tail, ThreadStore
+from .stores.base import Tail, ThreadStore, read_turns_at
 from .strategies import select_window, tail_start
 from .tokens import Tokenizer
 from .types import ChatMessage, CountedTurn, Turn, WorkingMemoryState
@@ -82,6 +83,7 @@ async def read_window(
     step: int = 0,
     pending: Sequence[ChatMessage] = (),
     known: KnownThread | None = None,
+    file_bytes: int | None = None,
 ) -> Window:
     """Reads the tail newest first until the window is decided.
 
@@ -91,7 +93,8 @@ async def read_window(
     the limit (the store sums its cached counts), so a load reads what it sends, in one
     trip, whatever the thread's length; further pages, sized from the tokens still to
     fill, are for turns not counted yet and windows that reach past an unanswered call.
-    A `known` thread is the first page instead.
+    A `known` thread is the first page instead. The large files a read leaves in the store
+    are read back for the window (`with_files`: those that fit `file_bytes`).
     """
     batch = first_batch(limit, reach)
     if known is not None:
@@ -132,7 +135,8 @@ async def read_window(
             step_tokens=step,
         )
         if not selection.needs_more:
-            return selection.turns, selection.tokens, total, state
+            window = await with_files(store, tenant_id, thread_id, selection.turns, file_bytes)
+            return window, selection.tokens, total, state
         batch = _next_batch(turns, limit, batch)
         older = await store.read_tail(
             tenant_id=tenant_id,
@@ -142,6 +146,39 @@ async def read_window(
             before_seq=turns[0].seq,
         )
         turns = older.turns + turns
+
+
+async def with_files(
+    store: ThreadStore,
+    tenant_id: str,
+    thread_id: str,
+    turns: list[CountedTurn],
+    file_bytes: int | None,
+) -> list[CountedTurn]:
+    """`turns` with the large files their read left in the store (`CountedTurn.held`) read
+    back: all of them when `file_bytes` is None; else, walking back from the newest turn, those
+    whose base64 fits `file_bytes` beside the newer turns' files, as a request keeps its files
+    (`_inline_files.within_file_bytes`: the newest turn's always). The others stay named, so
+    a load reads about what its request sends, however many files its window holds."""
+    if not any(turn.held for turn in turns):
+        return turns
+    wanted, kept = [], 0
+    for position, turn in enumerate(reversed(turns)):
+        content = turn.message.get("content")
+        size = turn.held or (sum(map(inline_bytes, content)) if isinstance(content, list) else 0)
+        if file_bytes is None or position == 0 or kept + size <= file_bytes:
+            kept += size
+            if turn.held:
+                wanted.append(turn.seq)
+    if not wanted:
+        return turns
+    stored = await read_turns_at(store, tenant_id=tenant_id, thread_id=thread_id, seqs=wanted)
+    whole = {turn.seq: turn for turn in stored}
+    return [_whole(turn, whole[turn.seq]) if turn.seq in whole else turn for turn in turns]
+
+
+def _whole(turn: CountedTurn, stored: Turn) -> CountedTurn:
+    return replace(turn, message=stored.to_message(), original=chat_original(stored), held=0)
 
 
 def first_batch(limit: int | None, reach: int | None) -> int:

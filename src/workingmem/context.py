@@ -119,6 +119,7 @@ class ContextAssembler:
         output_reserve_tokens: int | None = None,
         recall_query: str | None = None,
         known: KnownThread | None = None,
+        file_bytes: int | None = None,
     ) -> AssembledContext:
         """Assembles the request; `ContextOverflowError` when even the current turn cannot fit.
 
@@ -132,6 +133,8 @@ class ContextAssembler:
             known: the thread's newest turns as the caller holds them under its ask lock,
                 for the built-in memory to choose the window from, reading only older turns
                 it still needs (`WorkingMemory.load`); a host's own memory is not given it.
+            file_bytes: the most base64 of inline files the window holds, the newest first
+                (`WorkingMemory.load`); a host's own memory is not given it.
         """
         tokenizer = tokenizer_for(model)
         template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
@@ -151,7 +154,10 @@ class ContextAssembler:
         load = self.memory.load
         if isinstance(self.memory, WorkingMemory):
             load = functools.partial(
-                self.memory.load, recall_query=recall_query or None, known=known
+                self.memory.load,
+                recall_query=recall_query or None,
+                known=known,
+                file_bytes=file_bytes,
             )
         loaded = await load(
             tenant_id=tenant_id,

@@ -527,7 +527,11 @@ class Gateway:
         )
         # a thread with turns: its memory as the answer would read it; a new one: what it
         # opens with
-        assemble = self.assembler.build if placed.turn_count else self.assembler.opening
+        assemble = (
+            functools.partial(self.assembler.build, file_bytes=self.config.max_inline_file_bytes)
+            if placed.turn_count
+            else self.assembler.opening
+        )
         context = await assemble(
             tenant_id=tenant_id,
             thread_id=thread_id,

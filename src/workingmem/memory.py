@@ -157,6 +157,7 @@ class WorkingMemory:
         recall_query: str | None = None,
         pending: Sequence[MessageIn] = (),
         known: KnownThread | None = None,
+        file_bytes: int | None = None,
     ) -> WorkingMemoryLoad:
         """The history part of one model request: the window and the notes.
 
@@ -174,6 +175,12 @@ class WorkingMemory:
         gateway's ask): the window is chosen from them, and older turns are read only when it
         needs more (none when they came from a read as large as `first_read`'s). Ignored when
         they are counted with another tokenizer than the model's.
+
+        `file_bytes`: the most base64 of inline files (images, PDFs, recordings) the window's
+        messages hold, walking back from the newest, whose own files always stay (the
+        gateway's `max_inline_file_bytes`): an older message's files past it are named where
+        they stood (``[image, attached earlier]``; `WorkingMemoryLoad.named_files`), and the
+        store does not read them. None: every file of the window.
 
         Raises:
             ValidationError: a budget that is not a positive integer, or a wrong argument type.
@@ -200,6 +207,7 @@ class WorkingMemory:
                 reach=DISABLED_WINDOW_TURNS,
                 pending=new,
                 known=known,
+                file_bytes=file_bytes,
             )
             stored, tokens = _stored_part(window, tokens, total)
             return _loaded(stored, tokens, total, notes="", strategy=None)
@@ -216,11 +224,20 @@ class WorkingMemory:
                     query=recall_query,
                     pending=new,
                     known=known,
+                    file_bytes=file_bytes,
                 )
             except ContextOverflowError:
                 pass  # the current exchange needs recall's share too: it goes first
         return await self._load(
-            tenant_id, thread_id, tokenizer, config, history, recall=False, pending=new, known=known
+            tenant_id,
+            thread_id,
+            tokenizer,
+            config,
+            history,
+            recall=False,
+            pending=new,
+            known=known,
+            file_bytes=file_bytes,
         )
 
     def first_read(
@@ -248,6 +265,7 @@ class WorkingMemory:
         query: str | None = None,
         pending: Sequence[ChatMessage] = (),
         known: KnownThread | None = None,
+        file_bytes: int | None = None,
     ) -> WorkingMemoryLoad:
         """One strategy's load within `history` tokens; with `recall`, the window leaves
         `recall_ratio` of them to the turns recalled from before it, which also take what
@@ -264,6 +282,7 @@ class WorkingMemory:
             step=0 if summary else math.floor(config.window_step_ratio * limit),
             pending=pending,
             known=known,
+            file_bytes=file_bytes,
         )
         notes = ""
         if summary:
@@ -501,6 +520,7 @@ def _loaded(
         dropped_turns=total - len(window),
         message_tokens=tuple(turn.tokens for turn in window),
         seqs=tuple(turn.seq for turn in window),
+        named_files=tuple(turn.seq for turn in window if turn.held),
         covered_turns=covered_turns,
         recalled_seqs=recalled.seqs if recalled else (),
         recalled_tokens=recalled.tokens if recalled else 0,

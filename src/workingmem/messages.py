@@ -11,9 +11,10 @@ Limits (documented, each checked with the field and the limit in the error):
 
 - ids (tenant, thread, user, tool call): 1 to 256 printable characters, none of them whitespace at
   either end, and no ``.`` or ``..`` between slashes (a URL would resolve it to another path);
-- one message: at most 1 MiB once serialized as JSON (UTF-8), `MAX_PARTS` content parts, and no
-  value nested deeper than `MAX_DEPTH` (what older versions stored deeper reads with the excess
-  replaced: `bounded`);
+- one message: at most 1 MiB once serialized as JSON (UTF-8) besides the base64 of the files
+  it carries inline, those at most 20 MiB (`MAX_FILE_BYTES`), `MAX_PARTS` content parts, and
+  no value nested deeper than `MAX_DEPTH` (what older versions stored deeper reads with the
+  excess replaced: `bounded`); a turn's original item (`NativeItem`) at most both together;
 - one append: at most 1,000 messages.
 """
 
@@ -25,12 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ._inline_files import inline_bytes
 from .errors import ValidationError
 from .types import CHAT_FORMAT, ChatMessage, Message, MessageIn, NativeItem, Role, Turn
 
 __all__ = [
     "ID_PATTERN",
     "MAX_DEPTH",
+    "MAX_FILE_BYTES",
     "MAX_ID_CHARS",
     "MAX_MESSAGES_PER_APPEND",
     "MAX_MESSAGE_BYTES",
@@ -58,6 +61,10 @@ __all__ = [
 
 MAX_ID_CHARS = 256
 MAX_MESSAGE_BYTES = 1 << 20
+"""One message as JSON, besides the base64 of the files it carries inline."""
+MAX_FILE_BYTES = 20 << 20
+"""The base64 of one message's inline files (images, PDFs, recordings): a phone's photo, a
+screenshot, a long PDF. A window reads them only when its request sends them (`SHED_BYTES`)."""
 MAX_MESSAGES_PER_APPEND = 1_000
 MAX_PARTS = 256
 """Content parts in one message."""
@@ -147,7 +154,8 @@ def normalize_turns(
     """`normalize_messages` for what a store appends: chat messages, `Turn`s and `NativeItem`s.
 
     A native item's chat view is validated like any message; its original is kept as given
-    (a JSON object of at most `MAX_MESSAGE_BYTES`), with its format. Raises ValidationError
+    (a JSON object of at most `MAX_MESSAGE_BYTES` and `MAX_FILE_BYTES` together), with its
+    format. Raises ValidationError
     with the path of the first bad value. `limit`: the most messages (an append's); None for
     messages that are read, not stored (a conversation to compact).
     """
@@ -182,8 +190,9 @@ def _origin(format: object, item: object, path: str) -> Origin:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{path}.item", f"is not JSON: {exc}") from exc
-    if len(text.encode("utf-8")) > MAX_MESSAGE_BYTES:
-        raise ValidationError(f"{path}.item", f"is over {MAX_MESSAGE_BYTES} bytes as JSON")
+    if len(text.encode("utf-8")) > MAX_MESSAGE_BYTES + MAX_FILE_BYTES:
+        limit = MAX_MESSAGE_BYTES + MAX_FILE_BYTES
+        raise ValidationError(f"{path}.item", f"is over {limit} bytes as JSON")
     return Origin(format=format, item=item, text=text)
 
 
@@ -371,9 +380,10 @@ def _not_unicode(path: str) -> ValidationError:
 
 
 def _check_size(message: Message, path: str) -> None:
-    """Rejects a message over `MAX_MESSAGE_BYTES` once serialized, or with text that is not
-    valid Unicode. A text message far under the limit is not serialized for it (the store
-    serializes each message once, as it writes it): its strings are only encoded."""
+    """Rejects a message over `MAX_MESSAGE_BYTES` once serialized besides its inline files,
+    with files over `MAX_FILE_BYTES`, or with text that is not valid Unicode. A text message
+    far under the limit is not serialized for it (the store serializes each message once, as
+    it writes it): its strings are only encoded."""
     content = message.get("content")
     if isinstance(content, str) and "tool_calls" not in message:
         texts = (content, message.get("name") or "", message.get("tool_call_id") or "")
@@ -389,9 +399,16 @@ def _check_size(message: Message, path: str) -> None:
         size = len(dumps_message(message).encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise _not_unicode(path) from exc
-    if size > MAX_MESSAGE_BYTES:
+    files = sum(map(inline_bytes, content)) if isinstance(content, list) else 0
+    if files > MAX_FILE_BYTES:
         raise ValidationError(
-            path, f"is {size} bytes once serialized; the limit is {MAX_MESSAGE_BYTES}"
+            path, f"carries {files} bytes of base64 files; the limit is {MAX_FILE_BYTES}"
+        )
+    if size - files > MAX_MESSAGE_BYTES:
+        raise ValidationError(
+            path,
+            f"is {size - files} bytes once serialized (besides its files); "
+            f"the limit is {MAX_MESSAGE_BYTES}",
         )
 
 

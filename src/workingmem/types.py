@@ -268,6 +268,10 @@ class CountedTurn:
     fields of the upstream's own that the turn's item kept (a reasoning model's
     ``reasoning_content``, a call's ``extra_content``), which that upstream asks back; None
     when `message` is what is sent."""
+    held: int = 0
+    """The bytes of base64 of the large files a read left in the store: `message` names them
+    (``[image, attached earlier]``), and the stored turn holds them (`WorkingMemory.load`
+    reads it whole when they are sent). 0 for a turn read whole."""
 
     @property
     def sent(self) -> ChatMessage:
@@ -416,6 +420,10 @@ class WorkingMemoryLoad:
     none of them is in the window."""
     recalled_tokens: int = 0
     """The tokens of the notes' recall section, with the model's tokenizer."""
+    named_files: tuple[int, ...] = ()
+    """The seqs of the window's turns whose large files were left in the store because the
+    newer ones filled the load's `file_bytes`: their messages name the files
+    (``[image, attached earlier]``) instead of holding them."""
 
 
 class UpdateOutcome(enum.StrEnum):

@@ -256,3 +256,42 @@ def test_a_claude_document_stored_natively_is_named_once_older_files_fill_the_re
     assert {"type": "text", "text": "[file: First, attached earlier]"} in first
     assert second[0]["type"] == "document"
     assert second[0]["title"] == "Second"
+
+
+def screenshot(marker: str) -> str:
+    """3 MiB of base64, as a large screenshot pasted into Claude Code is."""
+    return base64.b64encode(marker.encode() * (3 * 2**20 // len(marker) * 3 // 4)).decode()
+
+
+def test_screenshots_of_megabytes_are_answered_and_older_ones_named(
+    small_gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
+) -> None:
+    """Claude Code pastes two screenshots of 3 MiB (a message was at most 1 MiB: a 400): each
+    is answered; the second question sends its own and names the first (the limit is 300,000
+    characters), on every kind of upstream, and the thread keeps both as sent."""
+    url, key, upstream = small_gateway
+    shots = [screenshot("first"), screenshot("second")]
+    with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
+        for data in shots:
+            source: Any = {"type": "base64", "media_type": "image/png", "data": data}
+            claude.messages.create(
+                model="answer-model",
+                max_tokens=100,
+                messages=[
+                    {"role": "user", "content": [{"type": "image", "source": source}, SUMMARIZE]}
+                ],
+                extra_headers={"X-Thread-Id": "shots"},
+            )
+    last = answers(upstream)[-1]
+    if upstream_api == "anthropic":
+        assert_valid_anthropic_request(last)
+    first, second = user_contents(last)
+    named = "input_text" if upstream_api == "responses" else "text"
+    assert {"type": named, "text": "[image, attached earlier]"} in first
+    assert shots[1] in json.dumps(second)
+    assert shots[0] not in json.dumps(last)
+    stored = httpx.get(
+        f"{url}/v1/threads/shots/messages", headers={"Authorization": f"Bearer {key}"}
+    ).json()["data"]
+    said = [json.dumps(m["content"]) for m in stored if m["role"] == "user"]
+    assert [shot in text for shot, text in zip(shots, said, strict=True)] == [True, True]

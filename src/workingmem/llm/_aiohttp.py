@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import io
 import math
 import random
 import time
@@ -34,6 +35,9 @@ from .base import LLMError
 
 __all__ = ["AiohttpPoster", "EventStream"]
 
+_LARGE_BODY = 2**20
+"""A request body larger than this (a window's files) goes from a buffer, which aiohttp writes
+in pieces, letting the loop run between them; a smaller one as bytes, at once."""
 _RETRY_AFTER_CAP = 120.0
 """The longest server-directed wait honoured; a longer one fails at once, as in the SDK."""
 _FIRST_DELAY, _LONGEST_DELAY = 0.5, 8.0
@@ -87,7 +91,8 @@ class AiohttpPoster:
         for attempt in range(self._max_retries + 1):
             last = attempt == self._max_retries
             try:
-                response = await session.post(url, data=payload, headers=self._headers)
+                data = io.BytesIO(payload) if len(payload) > _LARGE_BODY else payload
+                response = await session.post(url, data=data, headers=self._headers)
             except (TimeoutError, aiohttp.ClientError) as exc:
                 if last:
                     raise _transport_error(exc, self._where) from exc

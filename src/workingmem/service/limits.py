@@ -1,6 +1,6 @@
 """A cap on request bodies: a client cannot make the service read gigabytes.
 
-    app.add_middleware(BodyLimitMiddleware, max_bytes=16 * 1024 * 1024)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=32 * 1024 * 1024)
 
 A declared ``Content-Length`` over the cap is refused at once (413); a chunked body is counted
 as it is read, and refused when it passes the cap.

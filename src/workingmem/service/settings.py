@@ -68,7 +68,7 @@ class ServiceSettings:
     require_keys: bool = False
     """True: every request needs an API key even while the database has none. False: with no
     key in the database, the local tenant is served on loopback only."""
-    max_body_bytes: int = 16 * 1024 * 1024
+    max_body_bytes: int = 32 * 1024 * 1024
     """A larger request body is refused with 413 before it is read."""
     mcp_user: str = "default"
     """The user whose working memory an MCP request at ``/mcp`` edits when it sends no

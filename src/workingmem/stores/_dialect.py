@@ -69,8 +69,9 @@ class KnownAppend:
     counts are made for these): the write is refused (None) when the row says otherwise."""
     user_id: str | None
     stamp: object
-    turns: list[tuple[int, int, str, str, str, str | None, int | None]]
-    """(seq, unit_seq, role, message JSON, format, item JSON, own count), seqs relative."""
+    turns: list[tuple[int, int, str, str, str, str | None, int | None, str | None, int | None]]
+    """(seq, unit_seq, role, message JSON, format, item JSON, own count, shed message JSON,
+    shed bytes), seqs relative (`_rows.PreparedAppend.shed`)."""
     others: list[tuple[str, int, int]]
     """(tokenizer key, relative seq, tokens) with the thread's other tokenizers."""
     create: bool = False

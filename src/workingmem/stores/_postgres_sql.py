@@ -19,7 +19,7 @@ from typing import Any
 from ..types import CHAT_ORIGINAL_KEY
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, KnownAppend, Row, TailRead
-from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH, chat_original_column
+from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH, tail_columns
 
 __all__ = [
     "APPENDS",
@@ -81,8 +81,14 @@ _STATE_AS_TH = ", ".join(f"s.{column} AS state_{column}" for column in _STATE_CO
 _TAIL_THREAD = ", ".join(f"th.{column}" for column in _TAIL_COLUMNS)
 _TAIL_MOMENTS = tuple(i for i, column in enumerate(_TAIL_COLUMNS) if column.endswith("_at"))
 """The timestamps among them, which travel in JSON as ISO 8601 text."""
-_CHAT_ORIGINAL = chat_original_column(f"(item::json -> '{CHAT_ORIGINAL_KEY}')::text")
-"""A tail row's chat original (`CountedTurn.original`)."""
+_TAIL_TURN = tail_columns(
+    "t.",
+    """CASE WHEN (SELECT own FROM top) THEN t.tokens
+         ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
+               AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END""",
+    f"(t.item::json -> '{CHAT_ORIGINAL_KEY}')::text",
+)
+"""A tail row's columns after its seqs (`tail_columns`)."""
 TAIL = f"""
 WITH th AS (SELECT {THREAD_COLUMNS_OF_TH}, {_STATE_AS_TH}
             FROM threads AS th LEFT JOIN memory_states AS s ON s.thread_pk = th.id
@@ -125,15 +131,12 @@ span AS (SELECT CASE WHEN %(tokens)s::bigint IS NULL THEN top.seq - %(limit)s + 
                 AS first
          FROM top, stop)
 SELECT NULL::integer AS seq, NULL::integer, json_build_array({_TAIL_THREAD})::text, NULL::integer,
-       NULL::text
+       NULL::text, NULL::integer
 FROM th
 UNION ALL
-SELECT t.seq, t.unit_seq, t.message,
-       CASE WHEN (SELECT own FROM top) THEN t.tokens
-         ELSE (SELECT k.tokens FROM turn_tokens AS k WHERE k.thread_pk = t.thread_pk
-               AND k.tokenizer = %(tokenizer)s AND k.seq = t.seq) END,
-       {_CHAT_ORIGINAL}
-FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens, u.format, u.item FROM turns AS u
+SELECT t.seq, t.unit_seq, {_TAIL_TURN}
+FROM (SELECT u.thread_pk, u.seq, u.unit_seq, u.message, u.tokens, u.format, u.item, u.shed,
+             u.shed_bytes FROM turns AS u
       WHERE u.thread_pk = (SELECT pk FROM top) AND u.seq <= (SELECT seq FROM top)
         AND u.seq >= (SELECT first FROM span)
       ORDER BY u.seq DESC LIMIT %(limit)s) AS t
@@ -160,9 +163,10 @@ _MOVE_ON = """
 _WRITE_TURNS = """
 own AS (
   INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, item,
-                     tokens, tokens_through)
+                     tokens, tokens_through, shed, shed_bytes)
   SELECT th.id, th.base + (v->>0)::integer, th.base + (v->>1)::integer, v->>2, %(user_id)s::text,
-         v->>3, %(now)s, v->>4, v->>5, (v->>6)::integer, th.before + (v->>7)::bigint
+         v->>3, %(now)s, v->>4, v->>5, (v->>6)::integer, th.before + (v->>9)::bigint, v->>7,
+         (v->>8)::integer
   FROM th, jsonb_array_elements(%(turns)s::jsonb) AS v),
 others AS (
   INSERT INTO turn_tokens (thread_pk, tokenizer, seq, tokens)
@@ -240,7 +244,7 @@ _COLUMN_TYPES = {
     "completion_pk": "bigint",
     "created_at": "timestamptz",
     "tokens_through": "bigint",
-} | dict.fromkeys(("seq", "unit_seq", "tokens", "version", "turn_count"), "integer")
+} | dict.fromkeys(("seq", "unit_seq", "tokens", "version", "turn_count", "shed_bytes"), "integer")
 """The type of a batched column (any other is text)."""
 
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import msgspec
 
+from .._inline_files import shed
 from ..errors import ValidationError
 from ..formats.chat_answer import with_own_fields
 from ..messages import (
@@ -205,6 +206,8 @@ class PreparedAppend:
     turns: list[PlannedTurn]
     serialized: list[str]
     counts: Counts
+    shed: list[tuple[str | None, int | None]]
+    """Each turn's message with its large files named, and their bytes (`shed_row`)."""
 
     @property
     def last_unit_seq(self) -> int:
@@ -224,7 +227,16 @@ def plan_append(
         turns=planned,
         serialized=[dumps_message(t.message) for t in planned],
         counts=counts_of(planned, tokenizer_keys),
+        shed=[shed_row(t.message) for t in planned],
     )
+
+
+def shed_row(message: MessageIn) -> tuple[str | None, int | None]:
+    """A turn's ``shed`` and ``shed_bytes`` columns (migration 16): its message with its large
+    inline files named, as JSON, and the bytes of base64 they hold; (None, None) for a
+    message kept whole (`_inline_files.shed`)."""
+    found = shed(message)
+    return (None, None) if found is None else (dumps_message(found[1]), found[0])
 
 
 def counts_of(turns: Sequence[PlannedTurn], tokenizer_keys: Sequence[str]) -> Counts:
@@ -267,8 +279,9 @@ def counted_tail(
     tokenizer: Tokenizer, rows: Sequence[Sequence[Any]]
 ) -> tuple[list[CountedTurn], dict[int, int]]:
     """Turns (oldest first) from tail rows read newest first as (seq, unit_seq, message,
-    tokens, original): the original is the item a turn goes upstream by when it is not its
-    view (its own or the one it carries), else NULL (`CountedTurn.original`).
+    tokens, original, held): the original is the item a turn goes upstream by when it is not
+    its view (its own or the one it carries), else NULL (`CountedTurn.original`); held the
+    bytes of the files the message names instead of holding (`CountedTurn.held`), else NULL.
 
     A turn whose count with `tokenizer` is not stored yet is counted here; those counts are
     returned too, {seq: tokens}, for the store to remember.
@@ -281,8 +294,10 @@ def counted_tail(
         if row[3] is None
     }
     turns = [
-        _counted_turn(seq, unit_seq, message, missing[seq] if tokens is None else tokens, original)
-        for (seq, unit_seq, _, tokens, original), message in zip(rows, messages, strict=True)
+        _counted_turn(
+            seq, unit_seq, message, missing[seq] if tokens is None else tokens, original, held
+        )
+        for (seq, unit_seq, _, tokens, original, held), message in zip(rows, messages, strict=True)
     ]
     return turns, missing
 
@@ -292,16 +307,21 @@ def _slot_setter(name: str) -> Callable[[CountedTurn, Any], None]:
     return setter
 
 
-_SET_SEQ, _SET_UNIT_SEQ, _SET_MESSAGE, _SET_TOKENS, _SET_ORIGINAL = map(
-    _slot_setter, ("seq", "unit_seq", "message", "tokens", "original")
+_SET_SEQ, _SET_UNIT_SEQ, _SET_MESSAGE, _SET_TOKENS, _SET_ORIGINAL, _SET_HELD = map(
+    _slot_setter, ("seq", "unit_seq", "message", "tokens", "original", "held")
 )
 
 
 def _counted_turn(
-    seq: int, unit_seq: int, message: ChatMessage, tokens: int, original: str | None
+    seq: int,
+    unit_seq: int,
+    message: ChatMessage,
+    tokens: int,
+    original: str | None,
+    held: int | None,
 ) -> CountedTurn:
-    """`CountedTurn(seq, unit_seq, message, tokens, original)` (the view with the upstream's
-    own fields `original` holds: `formats.chat_answer.with_own_fields`) at 60%
+    """`CountedTurn(seq, unit_seq, message, tokens, original, held)` (the view with the
+    upstream's own fields `original` holds: `formats.chat_answer.with_own_fields`) at 60%
     of the cost: a frozen dataclass's constructor sets each field through
     ``object.__setattr__``, where the slots' own setters do it directly (a long window's tail
     builds thousands)."""
@@ -313,6 +333,7 @@ def _counted_turn(
     _SET_ORIGINAL(
         turn, None if original is None else with_own_fields(message, json.loads(original))
     )
+    _SET_HELD(turn, held or 0)
     return turn
 
 

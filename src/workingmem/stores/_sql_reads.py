@@ -28,6 +28,7 @@ __all__ = [
     "TURN_COLUMNS",
     "SQLReads",
     "chat_original_column",
+    "tail_columns",
     "thread_of",
     "thread_row",
 ]
@@ -45,13 +46,28 @@ CHAT_ORIGINAL_START = json.dumps({CHAT_ORIGINAL_KEY: None}, separators=(",", ":"
 """How an item that carries a chat original (`CHAT_ORIGINAL_KEY`, its first key) starts."""
 
 
-def chat_original_column(extracted: str) -> str:
-    """A tail row's last column (`CountedTurn.original`): the item of a turn stored in chat's
-    own format, the chat original an item of another format carries (`extracted`: the SQL
-    that takes it out of ``item``), else NULL. The start of an item tells, without parsing it."""
+def tail_columns(alias: str, tokens: str, extracted: str) -> str:
+    """A tail row's columns after (seq, unit_seq), of the turns aliased `alias` (``t.``, or
+    ""): the message a window reads (its large files named when it has them: migration 16),
+    its count (`tokens`, the caller's SQL), `chat_original_column` and the bytes of the files
+    left in the store (`CountedTurn.held`)."""
     return (
-        f"CASE WHEN item IS NULL THEN NULL WHEN format = '{CHAT_FORMAT}' THEN item "
-        f"WHEN substr(item, 1, {len(CHAT_ORIGINAL_START)}) = '{CHAT_ORIGINAL_START}' "
+        f"coalesce({alias}shed, {alias}message), {tokens}, "
+        f"{chat_original_column(extracted, alias)}, {alias}shed_bytes"
+    )
+
+
+def chat_original_column(extracted: str, alias: str = "") -> str:
+    """A tail row's original (`CountedTurn.original`): the item of a turn stored in chat's own
+    format, the chat original an item of another format carries (`extracted`: the SQL that
+    takes it out of ``item``), else NULL, and NULL for a turn whose large files a window
+    leaves in the store (its item holds them too). The start of an item tells, without
+    parsing it."""
+    item = f"{alias}item"
+    return (
+        f"CASE WHEN {item} IS NULL OR {alias}shed IS NOT NULL THEN NULL "
+        f"WHEN {alias}format = '{CHAT_FORMAT}' THEN {item} "
+        f"WHEN substr({item}, 1, {len(CHAT_ORIGINAL_START)}) = '{CHAT_ORIGINAL_START}' "
         f"THEN {extracted} END"
     )
 
@@ -175,6 +191,20 @@ class SQLReads:
                 await thread_row(session, self._dialect, tenant_id, thread_id)
         return [self._turn(r) for r in rows]
 
+    async def turns_at(self, *, tenant_id: str, thread_id: str, seqs: Sequence[int]) -> list[Turn]:
+        tenant_id, thread_id = _rows.check_scope(tenant_id, thread_id)
+        wanted = sorted({_rows.check_seq("seqs", seq, minimum=1) for seq in seqs})
+        async with self._dialect.read() as session:
+            pk = (await thread_row(session, self._dialect, tenant_id, thread_id))[0]
+            if not wanted:
+                return []
+            rows = await session.rows(
+                f"SELECT {TURN_COLUMNS} FROM turns WHERE thread_pk = ? "
+                f"AND seq IN ({', '.join('?' * len(wanted))}) ORDER BY seq",
+                (pk, *wanted),
+            )
+        return [self._turn(row) for row in rows]
+
     async def read_tail(
         self,
         *,
@@ -209,6 +239,7 @@ class SQLReads:
             self._known.saw(tenant_id, thread_id, 0, json.dumps([tokenizer.key]))
             return None
         row, tail = found
+        tail = await self._whole_where_uncounted(row[0], tail)
         turns, missing = _rows.counted_tail(tokenizer, tail)
         column: str = row[6]
         if missing or tokenizer.key not in _rows.tokenizers_of(column):
@@ -220,6 +251,23 @@ class SQLReads:
             else _rows.state_of(row[9:14], self._dialect.moment)
         )
         return Tail(thread=thread_of(row, self._dialect), turns=turns, state=state)
+
+    async def _whole_where_uncounted(self, pk: int, rows: list[Row]) -> list[Row]:
+        """Tail `rows` with the message whole where a count is still to make and the read left
+        the message's files in the store: a turn is counted as stored, its files included (a
+        tokenizer's first read of a thread's older turns; a window reads the rest by count)."""
+        seqs = [r[0] for r in rows if r[3] is None and r[5] is not None]
+        if not seqs:
+            return rows
+        async with self._dialect.read() as session:
+            whole: dict[int, str] = dict(
+                await session.rows(
+                    f"SELECT seq, message FROM turns WHERE thread_pk = ? "
+                    f"AND seq IN ({', '.join('?' * len(seqs))})",
+                    (pk, *seqs),
+                )
+            )
+        return [(*r[:2], whole[r[0]], *r[3:5], None) if r[0] in whole else r for r in rows]
 
     async def search_turns(
         self,

@@ -60,7 +60,7 @@ INSERT_THREAD = (
 
 INSERT_TURN = (
     "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, format, "
-    "item, tokens, tokens_through) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "item, tokens, tokens_through, shed, shed_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _MOVED_ON = (
     "UPDATE threads SET turn_count = ?, last_unit_seq = ?, updated_at = ?, tokens_through = ? "
@@ -181,6 +181,7 @@ class SQLThreads(SQLReads):
                 [self._dialect.stamp(moment) for moment in times],
                 prepared.turns,
                 prepared.serialized,
+                prepared.shed,
                 origins,
                 prepared.counts,
                 through,
@@ -280,6 +281,7 @@ class SQLThreads(SQLReads):
                     [stamp] * len(fresh),
                     fresh,
                     texts[kept:],
+                    [_rows.shed_row(turn.message) for turn in fresh],
                     origins[kept:],
                     _rows.counts_of(fresh, _rows.tokenizers_of(row[6])),
                     through,
@@ -316,9 +318,9 @@ class SQLThreads(SQLReads):
             pk, source_pk = row[0], source[0]
             await session.queue(
                 "INSERT INTO turns (thread_pk, seq, unit_seq, role, user_id, message, created_at, "
-                "format, item, tokens, tokens_through) SELECT ?, seq, unit_seq, role, user_id, "
-                "message, created_at, format, item, tokens, tokens_through FROM turns "
-                "WHERE thread_pk = ? AND seq <= ?",
+                "format, item, tokens, tokens_through, shed, shed_bytes) SELECT ?, seq, "
+                "unit_seq, role, user_id, message, created_at, format, item, tokens, "
+                "tokens_through, shed, shed_bytes FROM turns WHERE thread_pk = ? AND seq <= ?",
                 (pk, source_pk, kept),
             )
             await session.queue(
@@ -365,6 +367,7 @@ class SQLThreads(SQLReads):
         stamps: Sequence[object],
         turns: Sequence[PlannedTurn],
         texts: Sequence[str],
+        sheds: Sequence[tuple[str | None, int | None]],
         origins: Sequence[Origin],
         counts: _rows.Counts,
         before: int | None,
@@ -388,9 +391,10 @@ class SQLThreads(SQLReads):
                     o.text,
                     n,
                     running,
+                    *shed,
                 )
-                for t, text, o, n, running, moment in zip(
-                    turns, texts, origins, counts.own, through, stamps, strict=True
+                for t, text, shed, o, n, running, moment in zip(
+                    turns, texts, sheds, origins, counts.own, through, stamps, strict=True
                 )
             ],
         )
@@ -565,9 +569,14 @@ def _known_write(
         user_id=user_id,
         stamp=stamp,
         turns=[
-            (t.seq, t.unit_seq, t.message["role"], text, o.format, o.text, n)
-            for t, text, o, n in zip(
-                prepared.turns, prepared.serialized, origins, prepared.counts.own, strict=True
+            (t.seq, t.unit_seq, t.message["role"], text, o.format, o.text, n, *shed)
+            for t, text, o, n, shed in zip(
+                prepared.turns,
+                prepared.serialized,
+                origins,
+                prepared.counts.own,
+                prepared.shed,
+                strict=True,
             )
         ],
         others=prepared.counts.others,

@@ -44,10 +44,12 @@ __all__ = [
     "ThreadStore",
     "TurnSearchStore",
     "TurnStore",
+    "TurnsAtStore",
     "append_and_release",
     "claim_and_open",
     "locks_asks",
     "read_turns",
+    "read_turns_at",
     "with_window",
 ]
 
@@ -249,6 +251,18 @@ class TurnSearchStore(Protocol):
         """The first turn of each day (UTC) among the thread's turns `first_seq`..`last_seq`,
         oldest first: when the stretches of a window were written. `NotFoundError` for an
         unknown thread or another tenant's."""
+        ...
+
+
+@runtime_checkable
+class TurnsAtStore(Protocol):
+    """A store that reads chosen turns of a thread in one trip: the turns whose large files a
+    window read left in the store (`CountedTurn.held`), read whole when the request sends
+    them."""
+
+    async def turns_at(self, *, tenant_id: str, thread_id: str, seqs: Sequence[int]) -> list[Turn]:
+        """The thread's turns at `seqs` (those it has), oldest first, with their items.
+        `NotFoundError` for an unknown thread or another tenant's."""
         ...
 
 
@@ -494,6 +508,21 @@ async def append_and_release(
 
 PAGE_LIMIT = 1_000
 """The most turns one `TurnStore.list_turns` call returns."""
+
+
+async def read_turns_at(
+    store: TurnStore, *, tenant_id: str, thread_id: str, seqs: Sequence[int]
+) -> list[Turn]:
+    """The stored turns at `seqs`, oldest first (`TurnsAtStore.turns_at`; a turn at a time
+    from a store without it)."""
+    if isinstance(store, TurnsAtStore):
+        return await store.turns_at(tenant_id=tenant_id, thread_id=thread_id, seqs=seqs)
+    turns: list[Turn] = []
+    for seq in sorted(set(seqs)):
+        turns += await store.list_turns(
+            tenant_id=tenant_id, thread_id=thread_id, after_seq=seq - 1, limit=1
+        )
+    return [turn for turn in turns if turn.seq in seqs]
 
 
 async def read_turns(

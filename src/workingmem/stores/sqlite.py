@@ -32,7 +32,7 @@ from ..types import CHAT_ORIGINAL_KEY
 from . import _rows
 from ._dialect import UNCOUNTED_PAGE, Dialect, KnownAppend, Row, TailRead, TurnSearch
 from ._leases import RELEASE_THREAD
-from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH, chat_original_column
+from ._sql_reads import STATE_COLUMNS_OF_S, THREAD_COLUMNS_OF_TH, tail_columns
 from ._sql_threads import INSERT_THREAD, INSERT_TURN, INSERT_TURN_TOKENS
 from ._sqlite_thread import Connection
 from .migrations import load_migrations
@@ -48,17 +48,18 @@ _THREAD = (
     "WHERE th.tenant_id = ? AND th.thread_id = ?"
 )
 """The thread's row and its memory state's (NULLs when it has none)."""
-_CHAT_ORIGINAL = chat_original_column(f"json_extract(item, '$.{CHAT_ORIGINAL_KEY}')")
-"""A tail row's chat original (`CountedTurn.original`)."""
 _OWN = (
-    f"SELECT seq, unit_seq, message, tokens, {_CHAT_ORIGINAL} FROM turns "
-    "WHERE thread_pk = ? AND seq <= ? ORDER BY seq DESC"
+    "SELECT seq, unit_seq, "
+    + tail_columns("", "tokens", f"json_extract(item, '$.{CHAT_ORIGINAL_KEY}')")
+    + " FROM turns WHERE thread_pk = ? AND seq <= ? ORDER BY seq DESC"
 )
 """The newest turns with the thread's own counts (its first tokenizer's)."""
 _OTHER = (
-    f"SELECT t.seq, t.unit_seq, t.message, k.tokens, {_CHAT_ORIGINAL} FROM turns AS t "
-    "LEFT JOIN turn_tokens AS k ON k.thread_pk = t.thread_pk AND k.tokenizer = ? "
-    "AND k.seq = t.seq WHERE t.thread_pk = ? AND t.seq <= ? ORDER BY t.seq DESC"
+    "SELECT t.seq, t.unit_seq, "
+    + tail_columns("t.", "k.tokens", f"json_extract(t.item, '$.{CHAT_ORIGINAL_KEY}')")
+    + " FROM turns AS t LEFT JOIN turn_tokens AS k ON k.thread_pk = t.thread_pk "
+    "AND k.tokenizer = ? AND k.seq = t.seq WHERE t.thread_pk = ? AND t.seq <= ? "
+    "ORDER BY t.seq DESC"
 )
 """The newest turns with another tokenizer's counts."""
 _SEARCH = (
@@ -342,8 +343,10 @@ def _write_known(db: sqlite3.Connection, write: KnownAppend) -> int | None:
                 item,
                 n,
                 running,
+                shed,
+                shed_bytes,
             )
-            for (seq, unit, role, message, fmt, item, n), running in zip(
+            for (seq, unit, role, message, fmt, item, n, shed, shed_bytes), running in zip(
                 write.turns, through, strict=True
             )
         ],
