@@ -20,9 +20,9 @@ from typing import Any
 from .agent_memory.tools import TOOL_NAMES
 from .errors import NotFoundError, ValidationError
 from .messages import common_start, continuation, may_rewrite, opening_turns, overlap
-from .stores.base import Tail, TurnStore, read_turns
+from .stores.base import Tail, TurnStore, read_turns, read_turns_at
 from .tokens import Tokenizer
-from .types import MessageIn, Turn
+from .types import CountedTurn, MessageIn, Turn
 
 __all__ = [
     "GATEWAY_TOOLS",
@@ -198,7 +198,8 @@ async def _newest_visible(
             continue
         shown = visible((t.seq, t.message) for t in turns)
         if whole or len(shown) >= len(request):
-            return shown, whole, read.tail.thread.turn_count
+            said = await _as_stored(store, tenant_id, thread_id, shown, turns)
+            return said, whole, read.tail.thread.turn_count
         limit *= 2
 
 
@@ -216,7 +217,8 @@ async def opening(
     if read is not None and read.whole:
         if read.tail is None:
             raise NotFoundError("thread", thread_id)
-        return visible((t.seq, t.message) for t in read.tail.turns)[:need]
+        shown = visible((t.seq, t.message) for t in read.tail.turns)[:need]
+        return await _as_stored(store, tenant_id, thread_id, shown, read.tail.turns)
     after = 0
     size = max(need, 16)
     found: list[tuple[int, MessageIn]] = []
@@ -229,6 +231,25 @@ async def opening(
             break
         after = found[-1][0]
     return visible(found)[:need]
+
+
+async def _as_stored(
+    store: TurnStore,
+    tenant_id: str,
+    thread_id: str,
+    shown: list[tuple[int, MessageIn]],
+    turns: Sequence[CountedTurn],
+) -> list[tuple[int, MessageIn]]:
+    """`shown`, a tail read's (seq, message) pairs, as the turns are stored: a message whose
+    large files the read left in the store (`CountedTurn.held`) is read whole, since a client
+    that resends the thread sends its files (one read, of those turns alone)."""
+    seqs = {seq for seq, _ in shown}
+    held = [turn.seq for turn in turns if turn.held and turn.seq in seqs]
+    if not held:
+        return shown
+    stored = await read_turns_at(store, tenant_id=tenant_id, thread_id=thread_id, seqs=held)
+    whole = {turn.seq: turn.to_message() for turn in stored}
+    return [(seq, whole.get(seq, message)) for seq, message in shown]
 
 
 def check_client_tools(tools: object) -> list[dict[str, Any]]:

@@ -266,21 +266,27 @@ def screenshot(marker: str) -> str:
 def test_screenshots_of_megabytes_are_answered_and_older_ones_named(
     small_gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
 ) -> None:
-    """Claude Code pastes two screenshots of 3 MiB (a message was at most 1 MiB: a 400): each
-    is answered; the second question sends its own and names the first (the limit is 300,000
-    characters), on every kind of upstream, and the thread keeps both as sent."""
+    """Claude Code pastes two screenshots of 3 MiB (a message was at most 1 MiB: a 400),
+    resending the whole conversation each time: each is answered; the second question sends its
+    own and names the first (the limit is 300,000 characters), on every kind of upstream; the
+    thread keeps each turn once (the resent screenshot is the stored one), as sent."""
     url, key, upstream = small_gateway
     shots = [screenshot("first"), screenshot("second")]
+    history: list[Any] = []
     with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
         for data in shots:
             source: Any = {"type": "base64", "media_type": "image/png", "data": data}
-            claude.messages.create(
+            history.append(
+                {"role": "user", "content": [{"type": "image", "source": source}, SUMMARIZE]}
+            )
+            answer = claude.messages.create(
                 model="answer-model",
                 max_tokens=100,
-                messages=[
-                    {"role": "user", "content": [{"type": "image", "source": source}, SUMMARIZE]}
-                ],
+                messages=history,
                 extra_headers={"X-Thread-Id": "shots"},
+            )
+            history.append(
+                {"role": "assistant", "content": [b.model_dump() for b in answer.content]}
             )
     last = answers(upstream)[-1]
     if upstream_api == "anthropic":
@@ -293,5 +299,6 @@ def test_screenshots_of_megabytes_are_answered_and_older_ones_named(
     stored = httpx.get(
         f"{url}/v1/threads/shots/messages", headers={"Authorization": f"Bearer {key}"}
     ).json()["data"]
+    assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     said = [json.dumps(m["content"]) for m in stored if m["role"] == "user"]
     assert [shot in text for shot, text in zip(shots, said, strict=True)] == [True, True]
