@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import workingmem as wm
+from workingmem.tokens import tokenizer_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cli import add_store_options
@@ -59,6 +60,10 @@ def with_photos(messages: list[Message], photo_bytes: int) -> list[Any]:
 async def measure(store: wm.ThreadStore, messages: list[Any], repeat: int) -> dict[str, Any]:
     """{way: (milliseconds of each load, megabytes it returned, files named)}."""
     await store.append(tenant_id="bench", thread_id="files", messages=messages)
+    tokenizer = tokenizer_for(MODEL)  # every turn counted, as a gateway's appends count them
+    await store.read_tail(
+        tenant_id="bench", thread_id="files", tokenizer=tokenizer, limit=len(messages)
+    )
     memory = wm.WorkingMemory(store=store)
 
     async def load(file_bytes: int | None) -> tuple[int, float, int]:
