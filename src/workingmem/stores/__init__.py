@@ -24,6 +24,7 @@ from .base import (
     Store,
     Tail,
     ThreadStore,
+    TurnsAtStore,
     TurnSearchStore,
     TurnStore,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "ThreadStore",
     "TurnSearchStore",
     "TurnStore",
+    "TurnsAtStore",
     "open_store",
 ]
 
