@@ -18,6 +18,7 @@ from typing import Any
 
 from .formats import ORIGINAL_KEY
 from .formats.files import label
+from .messages import carried_bytes, inline_bytes
 from .types import MessageIn
 
 __all__ = ["SHED_BYTES", "inline_bytes", "named_files", "shed", "within_file_bytes"]
@@ -27,39 +28,17 @@ SHED_BYTES = 64 * 2**10
 (`shed`): a window reads the copy, and the message whole only when its request sends them."""
 
 
-_PAYLOAD = {"image_url": "url", "file": "file_data", "input_audio": "data"}
-"""Where each kind of part carries its base64."""
-
-
-def inline_bytes(part: object) -> int:
-    """The characters of base64 a content part carries (an image, a file or a recording sent
-    inline); 0 for text and for what is sent by URL or id."""
-    if not isinstance(part, Mapping):
-        return 0
-    kind = part.get("type")
-    inner = part.get(kind) if isinstance(kind, str) else None
-    if not isinstance(inner, Mapping):
-        return 0
-    field = _PAYLOAD.get(str(kind))
-    data = inner.get(field) if field else None
-    if not isinstance(data, str) or (kind == "image_url" and not data.startswith("data:")):
-        return 0
-    return len(data)
-
-
 def within_file_bytes(messages: Sequence[MessageIn], limit: int) -> Sequence[MessageIn]:
     """`messages` with the files of the older ones named instead of sent once the newer ones'
     base64 passes `limit` (see the module's docstring). A message so changed goes as its chat
     view: the original it carried for a native upstream (`ORIGINAL_KEY`) holds the same files.
     A request within the limit is `messages` itself (a window of text is looked at once)."""
-    parts = [m["content"] for m in messages if isinstance(m.get("content"), list)]
-    if sum(inline_bytes(part) for content in parts for part in content) <= limit:
+    if sum(map(carried_bytes, messages)) <= limit:
         return messages
     kept = 0
     sent: list[MessageIn] = []
     for position, message in enumerate(reversed(messages)):
-        content = message.get("content")
-        size = sum(map(inline_bytes, content)) if isinstance(content, list) else 0
+        size = carried_bytes(message)
         if position == 0 or kept + size <= limit:
             kept += size
             sent.append(message)
@@ -83,8 +62,7 @@ def named_files(message: Mapping[str, Any]) -> dict[str, Any]:
 def shed(message: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
     """The base64 of `message`'s inline files and the message with them named
     (`named_files`), when they hold `SHED_BYTES` or more; else None (kept whole)."""
-    content = message.get("content")
-    held = sum(map(inline_bytes, content)) if isinstance(content, list) else 0
+    held = carried_bytes(message)
     return (held, named_files(message)) if held >= SHED_BYTES else None
 
 

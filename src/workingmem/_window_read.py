@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ._inline_files import inline_bytes
 from .errors import NotFoundError
 from .formats.chat_answer import chat_original
+from .messages import carried_bytes
 from .stores.base import Tail, ThreadStore, read_turns_at
 from .strategies import select_window, tail_start
 from .tokens import Tokenizer
@@ -164,8 +164,7 @@ async def with_files(
         return turns
     wanted, kept = [], 0
     for position, turn in enumerate(reversed(turns)):
-        content = turn.message.get("content")
-        size = turn.held or (sum(map(inline_bytes, content)) if isinstance(content, list) else 0)
+        size = turn.held or carried_bytes(turn.message)
         if file_bytes is None or position == 0 or kept + size <= file_bytes:
             kept += size
             if turn.held:

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ._inline_files import inline_bytes
 from .errors import ValidationError
 from .types import CHAT_FORMAT, ChatMessage, Message, MessageIn, NativeItem, Role, Turn
 
@@ -44,11 +43,13 @@ __all__ = [
     "Origin",
     "PlannedTurn",
     "bounded",
+    "carried_bytes",
     "check_id",
     "common_start",
     "continuation",
     "depth",
     "dumps_message",
+    "inline_bytes",
     "may_rewrite",
     "normalize_messages",
     "normalize_turns",
@@ -128,6 +129,32 @@ def check_id(field_name: str, value: object) -> str:
         # A browser or proxy resolves them in a URL: the id would name another path.
         raise ValidationError(field_name, "must not have '.' or '..' as a /-separated part")
     return value
+
+
+_PAYLOAD = {"image_url": "url", "file": "file_data", "input_audio": "data"}
+"""Where each kind of part carries its base64."""
+
+
+def inline_bytes(part: object) -> int:
+    """The characters of base64 a content part carries (an image, a file or a recording sent
+    inline); 0 for text and for what is sent by URL or id."""
+    if not isinstance(part, Mapping):
+        return 0
+    kind = part.get("type")
+    inner = part.get(kind) if isinstance(kind, str) else None
+    if not isinstance(inner, Mapping):
+        return 0
+    field = _PAYLOAD.get(str(kind))
+    data = inner.get(field) if field else None
+    if not isinstance(data, str) or (kind == "image_url" and not data.startswith("data:")):
+        return 0
+    return len(data)
+
+
+def carried_bytes(message: Mapping[str, Any]) -> int:
+    """The characters of base64 a message's parts carry inline (`inline_bytes`)."""
+    content = message.get("content")
+    return sum(map(inline_bytes, content)) if isinstance(content, list) else 0
 
 
 def dumps_message(message: MessageIn) -> str:
@@ -399,7 +426,7 @@ def _check_size(message: Message, path: str) -> None:
         size = len(dumps_message(message).encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise _not_unicode(path) from exc
-    files = sum(map(inline_bytes, content)) if isinstance(content, list) else 0
+    files = carried_bytes(message)
     if files > MAX_FILE_BYTES:
         raise ValidationError(
             path, f"carries {files} bytes of base64 files; the limit is {MAX_FILE_BYTES}"
