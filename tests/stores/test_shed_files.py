@@ -112,3 +112,26 @@ async def test_a_load_reads_back_the_files_its_request_sends(
         one = photos[0]
         assert users == [{**one, "content": [one["content"][0], NAMED]}, *photos[1:]]
         assert loaded.named_files == (1,)
+
+
+class ListingOnly:
+    """A store of a host's that lists turns and reads none by seq (no `turns_at`)."""
+
+    def __init__(self, store: wm.Store) -> None:
+        self._store = store
+
+    async def list_turns(self, **page: Any) -> list[wm.Turn]:
+        return await self._store.list_turns(**page)
+
+
+async def test_turns_by_seq_from_a_store_that_only_lists_them(store: wm.Store, tenant: str) -> None:
+    await store.append(
+        tenant_id=tenant,
+        thread_id="th",
+        messages=[photo("one", 100_000), assistant("A."), photo("two", 100_000)],
+    )
+    listing: Any = ListingOnly(store)
+    read = await read_turns_at(listing, tenant_id=tenant, thread_id="th", seqs=[3, 1, 9])
+    direct = await read_turns_at(store, tenant_id=tenant, thread_id="th", seqs=[3, 1, 9])
+    assert [turn.seq for turn in read] == [turn.seq for turn in direct] == [1, 3]
+    assert [turn.to_message() for turn in read] == [turn.to_message() for turn in direct]
