@@ -32,7 +32,7 @@ from .gateway_config import CallPlan
 from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEnd, TextDelta, Usage
 from .memory import KnownThread, WorkingMemory
 from .placement import GATEWAY_TOOLS, NewestRead, Placement, place, tool_name
-from .stores.base import Store, append_and_release, read_turns
+from .stores.base import Store, append_and_release, read_turns, read_turns_at
 from .strategies import update_due
 from .tokens import tokenizer_for
 from .tokens._recent import counting_for
@@ -502,28 +502,19 @@ async def _with_originals(
     if len(seqs) != len(history):
         return context.messages
     named = set(loaded.named_files)  # their files stay in the store: sent as named
-    stored: dict[int | None, Turn] = {}
-    for first, count in _runs([seq for seq in seqs if seq not in named]):
+    if named:
+        wanted = [seq for seq in seqs if seq not in named]
+        window = await read_turns_at(store, tenant_id=tenant_id, thread_id=thread_id, seqs=wanted)
+    else:
         window = await read_turns(
-            store, tenant_id=tenant_id, thread_id=thread_id, first=first, count=count
+            store, tenant_id=tenant_id, thread_id=thread_id, first=seqs[0], count=len(seqs)
         )
-        stored.update((turn.seq, turn) for turn in window)
+    stored = {turn.seq: turn for turn in window}
     sent: list[MessageIn] = [context.messages[0]]
     for seq, message in zip(seqs, history, strict=True):
         turn = stored.get(seq)
         sent.append(carrying(message, turn.in_format(native) if turn is not None else None))
     return sent
-
-
-def _runs(seqs: Sequence[int]) -> list[tuple[int, int]]:
-    """Ascending `seqs` as runs of consecutive seqs: (first, count) each."""
-    runs: list[tuple[int, int]] = []
-    for seq in seqs:
-        if runs and runs[-1][0] + runs[-1][1] == seq:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((seq, 1))
-    return runs
 
 
 def _finish_reason(completion: Completion | None) -> str:
