@@ -259,15 +259,15 @@ def test_a_claude_document_stored_natively_is_named_once_older_files_fill_the_re
 
 
 def screenshot(marker: str) -> str:
-    """3 MiB of base64, as a large screenshot pasted into Claude Code is."""
+    """3 MiB of base64: a retina screenshot, a phone's photo."""
     return base64.b64encode(marker.encode() * (3 * 2**20 // len(marker) * 3 // 4)).decode()
 
 
 def test_screenshots_of_megabytes_are_answered_and_older_ones_named(
     small_gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
 ) -> None:
-    """Claude Code pastes two screenshots of 3 MiB (a message was at most 1 MiB: a 400),
-    resending the whole conversation each time: each is answered; the second question sends its
+    """Two screenshots of 3 MiB (a message was at most 1 MiB: a 400), the whole conversation
+    resent each time as Claude Code resends it: each is answered; the second question sends its
     own and names the first (the limit is 300,000 characters), on every kind of upstream; the
     thread keeps each turn once (the resent screenshot is the stored one), as sent."""
     url, key, upstream = small_gateway
