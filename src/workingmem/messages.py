@@ -182,9 +182,9 @@ def normalize_turns(
 
     A native item's chat view is validated like any message; its original is kept as given
     (a JSON object of at most `MAX_MESSAGE_BYTES` and `MAX_FILE_BYTES` together), with its
-    format. Raises ValidationError
-    with the path of the first bad value. `limit`: the most messages (an append's); None for
-    messages that are read, not stored (a conversation to compact).
+    format. Raises ValidationError with the path of the first bad value. `limit`: the most
+    messages (an append's); None for messages that are read, not stored (a conversation to
+    compact).
     """
     items = _checked_sequence(messages, field_name, limit)
     views: list[Message] = []
@@ -217,8 +217,8 @@ def _origin(format: object, item: object, path: str) -> Origin:
         text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{path}.item", f"is not JSON: {exc}") from exc
-    if len(text.encode("utf-8")) > MAX_MESSAGE_BYTES + MAX_FILE_BYTES:
-        limit = MAX_MESSAGE_BYTES + MAX_FILE_BYTES
+    limit = MAX_MESSAGE_BYTES + MAX_FILE_BYTES
+    if len(text.encode("utf-8")) > limit:
         raise ValidationError(f"{path}.item", f"is over {limit} bytes as JSON")
     return Origin(format=format, item=item, text=text)
 

@@ -1,6 +1,6 @@
 """An answer as the Messages API's server-sent events.
 
-    first = await first_piece(stream)      # a failure before the answer: a plain HTTP error
+    first = await first_event(stream)      # a failure before the answer: a plain HTTP error
     return EventStreamResponse(message_events(stream, first, ...), ...)
 
 The order the `anthropic` SDK's stream helpers read: ``message_start`` (the message, no

@@ -181,39 +181,38 @@ class _Thinking:
     def __init__(self, item_id: str, event: Callable[..., bytes]) -> None:
         self._id = item_id
         self._event = event
+        self._where = {"item_id": item_id, "output_index": 0, "content_index": 0}
         self._pieces: list[str] = []
-        self._open = False
-        self.items = 0
+        self._done = False
+
+    @property
+    def items(self) -> int:
         """The output items it took: 1 once it has begun."""
+        return 1 if self._pieces else 0
 
     def add(self, text: str) -> list[bytes]:
-        if not text or (self.items and not self._open):
+        if not text or self._done:
             return []
         out = []
-        where = {"item_id": self._id, "output_index": 0, "content_index": 0}
-        if not self._open:
-            self._open, self.items = True, 1
+        if not self._pieces:
             item = {"id": self._id, "type": "reasoning", "summary": [], "content": []}
+            part = {"type": "reasoning_text", "text": ""}
             out += [
                 self._event("response.output_item.added", output_index=0, item=item),
-                self._event(
-                    "response.content_part.added",
-                    **where,
-                    part={"type": "reasoning_text", "text": ""},
-                ),
+                self._event("response.content_part.added", **self._where, part=part),
             ]
         self._pieces.append(text)
-        out.append(self._event("response.reasoning_text.delta", **where, delta=text))
+        out.append(self._event("response.reasoning_text.delta", **self._where, delta=text))
         return out
 
     def close(self, stored: dict[str, Any] | None = None) -> list[bytes]:
         """Its closing events, once (the item as stored when the answer is known)."""
-        if not self._open:
+        if not self._pieces or self._done:
             return []
-        self._open = False
+        self._done = True
         text = "".join(self._pieces)
         item = stored or reasoning_item(self._id, text)
-        where = {"item_id": self._id, "output_index": 0, "content_index": 0}
+        where = self._where
         part = {"type": "reasoning_text", "text": text}
         return [
             self._event("response.reasoning_text.done", **where, text=text),

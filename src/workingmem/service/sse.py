@@ -37,7 +37,6 @@ __all__ = [
     "StreamInfo",
     "answer_events",
     "first_chat_piece",
-    "first_piece",
     "named_event",
     "stream_failure",
 ]
@@ -53,18 +52,11 @@ class StreamInfo:
     include_usage: bool
 
 
-async def first_piece(stream: AnswerStream) -> TextDelta | None:
-    """Waits for the first piece of the answer (None: the answer is empty), so that a failure
-    before it (a bad request, the upstream's 429) is answered as a plain HTTP error."""
-    try:
-        return await anext(stream.deltas())
-    except StopAsyncIteration:
-        return None
-
-
 async def first_chat_piece(stream: AnswerStream) -> TextDelta | NativeEvent | None:
-    """`first_piece` for a chat client, which also takes the upstream's chat deltas that carry
-    no text (a reasoning model's thinking comes before its answer)."""
+    """Waits for the first piece of the answer (None: the answer is empty), so that a failure
+    before it (a bad request, the upstream's 429) is answered as a plain HTTP error: its text
+    or an upstream's chat delta that carries none (a reasoning model's thinking comes before
+    its answer), for a chat or Responses client."""
     try:
         return await anext(stream.pieces(CHAT_FORMAT))
     except StopAsyncIteration:
@@ -72,7 +64,7 @@ async def first_chat_piece(stream: AnswerStream) -> TextDelta | NativeEvent | No
 
 
 async def first_event(stream: AnswerStream) -> str | NativeEvent | None:
-    """`first_piece` for a client that also takes the upstream's own events
+    """`first_chat_piece` for a client that also takes the upstream's own events
     (`AnswerStream.events`): a thinking block may come before any text."""
     try:
         return await anext(stream.events())

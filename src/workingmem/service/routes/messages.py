@@ -125,6 +125,7 @@ async def create_message(
     thread_id = check_id("X-Thread-Id", asked.x_thread_id) if asked.x_thread_id else None
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     info = MessageInfo(message_id=new_id("msg"), model=body.model)
+    thinking = _shows_thinking(body)
     native = gateway.native_format == FORMAT
     if (body.model_extra or {}).get("mcp_servers"):
         # Anthropic's API calls them and answers with their tool blocks, as a server tool's
@@ -146,7 +147,7 @@ async def create_message(
             _native_options(body, messages, request) if native else _chat_options(body, messages)
         ),
         "max_tokens": body.max_tokens,
-        "answer_format": _blocks(shows_thinking(body)),
+        "answer_format": _blocks(thinking),
         "session": x_claude_code_session_id,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
@@ -167,7 +168,7 @@ async def create_message(
                 info,
                 finish=finish,
                 metrics=services.metrics,
-                thinking=shows_thinking(body),
+                thinking=thinking,
             ),
             media_type="text/event-stream",
             headers={
@@ -243,7 +244,7 @@ def _blocks(thinking: bool) -> Callable[[Message, Completion | None], MessageIn 
     return as_blocks
 
 
-def shows_thinking(body: MessageCreateRequest) -> bool:
+def _shows_thinking(body: MessageCreateRequest) -> bool:
     """Whether the request turned thinking on (``enabled``, or ``adaptive`` as the newer
     models take it): only then does the answer carry thinking blocks, as at Anthropic."""
     return (body.thinking or {}).get("type") in ("enabled", "adaptive")
