@@ -220,7 +220,7 @@ async def extends(
     `read`: the thread's newest turns, read already with its ask lock (`opening`: the whole
     thread, as they are for a request that extends it, is not read again)."""
     try:
-        turns = await opening(store, tenant_id, thread_id, len(request) + 1, read)
+        turns = await opening(store, tenant_id, thread_id, len(request) + 1, read, request)
     except NotFoundError:
         return True
     return _common(turns, request) == len(turns)

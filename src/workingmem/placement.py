@@ -17,9 +17,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._inline_files import named_files
 from .agent_memory.tools import TOOL_NAMES
 from .errors import NotFoundError, ValidationError
-from .messages import common_start, continuation, may_rewrite, opening_turns, overlap
+from .messages import (
+    common_start,
+    continuation,
+    may_rewrite,
+    opening_turns,
+    overlap,
+    said,
+)
 from .stores.base import Tail, TurnStore, read_turns, read_turns_at
 from .tokens import Tokenizer
 from .types import CountedTurn, MessageIn, Turn
@@ -198,8 +206,8 @@ async def _newest_visible(
             continue
         shown = visible((t.seq, t.message) for t in turns)
         if whole or len(shown) >= len(request):
-            said = await _as_stored(store, tenant_id, thread_id, shown, turns)
-            return said, whole, read.tail.thread.turn_count
+            stored = await _as_stored(store, tenant_id, thread_id, shown, turns, request)
+            return stored, whole, read.tail.thread.turn_count
         limit *= 2
 
 
@@ -209,16 +217,18 @@ async def opening(
     thread_id: str,
     need: int,
     read: NewestRead | None = None,
+    request: Sequence[MessageIn] = (),
 ) -> list[tuple[int, MessageIn]]:
     """The thread's first `need` client-visible turns (seq, message), or all there are (a
     placement reads `opening_turns`). `NotFoundError` for a missing thread. `read`: the
     thread's newest turns read already (with its ask lock); when they are the whole thread,
-    they are its opening, and the store is not asked again."""
+    they are its opening, and the store is not asked again; `request`, what they will be
+    compared with (`_as_stored`)."""
     if read is not None and read.whole:
         if read.tail is None:
             raise NotFoundError("thread", thread_id)
         shown = visible((t.seq, t.message) for t in read.tail.turns)[:need]
-        return await _as_stored(store, tenant_id, thread_id, shown, read.tail.turns)
+        return await _as_stored(store, tenant_id, thread_id, shown, read.tail.turns, request)
     after = 0
     size = max(need, 16)
     found: list[tuple[int, MessageIn]] = []
@@ -239,12 +249,21 @@ async def _as_stored(
     thread_id: str,
     shown: list[tuple[int, MessageIn]],
     turns: Sequence[CountedTurn],
+    request: Sequence[MessageIn],
 ) -> list[tuple[int, MessageIn]]:
-    """`shown`, a tail read's (seq, message) pairs, as the turns are stored: a message whose
-    large files the read left in the store (`CountedTurn.held`) is read whole, since a client
-    that resends the thread sends its files (one read, of those turns alone)."""
+    """`shown`, a tail read's (seq, message) pairs, as the turns are stored, for a comparison
+    with `request`: a message whose large files the read left in the store (`CountedTurn.held`)
+    is read whole when a message of the request says what the stored copy says once its files
+    are named (`messages.said`: it may be the same message, a client that resends the thread
+    sends its files); one that none says so differs from every message of the request, and
+    its files are not read."""
     seqs = {seq for seq, _ in shown}
-    held = [turn.seq for turn in turns if turn.held and turn.seq in seqs]
+    if not any(turn.held and turn.seq in seqs for turn in turns):
+        return shown
+    named = {said(named_files(message)) for message in request}
+    held = [
+        turn.seq for turn in turns if turn.held and turn.seq in seqs and said(turn.message) in named
+    ]
     if not held:
         return shown
     stored = await read_turns_at(store, tenant_id=tenant_id, thread_id=thread_id, seqs=held)

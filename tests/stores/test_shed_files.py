@@ -13,6 +13,7 @@ import pytest
 import workingmem as wm
 from tests.helpers import assistant
 from workingmem._inline_files import SHED_BYTES
+from workingmem.placement import place
 from workingmem.stores.base import read_turns_at
 from workingmem.tokens import tokenizer_for
 
@@ -135,3 +136,65 @@ async def test_turns_by_seq_from_a_store_that_only_lists_them(store: wm.Store, t
     direct = await read_turns_at(store, tenant_id=tenant, thread_id="th", seqs=[3, 1, 9])
     assert [turn.seq for turn in read] == [turn.seq for turn in direct] == [1, 3]
     assert [turn.to_message() for turn in read] == [turn.to_message() for turn in direct]
+
+
+class CountingReads:
+    """The store, telling which turns were read whole by seq (`turns_at`)."""
+
+    def __init__(self, store: wm.Store) -> None:
+        self._store = store
+        self.read: list[int] = []
+
+    async def turns_at(self, **given: Any) -> list[wm.Turn]:
+        self.read += list(given["seqs"])
+        return await self._store.turns_at(**given)  # type: ignore[attr-defined,no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_resent_file_is_the_stored_turn_and_another_of_its_size_an_edit(
+    store: wm.Store, tenant: str
+) -> None:
+    """R26 and R27 with files the tail read leaves in the store: a history resent with its
+    photo is the stored thread (the turn read whole to tell), the same words with another photo
+    of the same size are an edit, and a new question reads no photo."""
+    big = photo("big", 200_000)
+    url = big["content"][1]["image_url"]["url"]
+    other = {**big, "content": [big["content"][0], image(url[:-1] + "x")]}
+    await store.append(tenant_id=tenant, thread_id="th", messages=[big, assistant("A cat.")])
+    tokenizer = tokenizer_for(MODEL)
+    for _ in range(2):  # counted, then read as a window reads it
+        tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=8)
+    assert tail.turns[0].held
+    question = {"role": "user", "content": "And now?"}
+
+    async def placed(request: list[Any]) -> tuple[int, list[int]]:
+        counting: Any = CountingReads(store)
+        found = await place(
+            counting, tenant_id=tenant, thread_id="th", request=request, tokenizer=tokenizer
+        )
+        return found.start, counting.read
+
+    assert await placed([big, assistant("A cat."), question]) == (2, [1])
+    assert (await placed([other, assistant("A cat."), question]))[0] == 0
+    assert await placed([question]) == (0, [])
+
+
+async def test_a_native_item_with_large_files_reads_back_unchanged(
+    store: wm.Store, tenant: str
+) -> None:
+    """R25 for a turn the tail read names: its item comes back unchanged in its format."""
+    data = base64.b64encode(b"png" * 100_000).decode()
+    source = {"type": "base64", "media_type": "image/png", "data": data}
+    item = {"role": "user", "content": [{"type": "image", "source": source}]}
+    view = {"role": "user", "content": [image(f"data:image/png;base64,{data}")]}
+    turn = wm.NativeItem(format="anthropic.messages", item=item, message=view)
+    await store.append(tenant_id=tenant, thread_id="th", messages=[turn])
+    tokenizer = tokenizer_for(MODEL)
+    for _ in range(2):
+        tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=8)
+    assert tail.turns[0].held  # the window reads the named copy
+    (listed,) = await store.list_turns(tenant_id=tenant, thread_id="th")
+    (read,) = await read_turns_at(store, tenant_id=tenant, thread_id="th", seqs=[1])
+    assert listed.in_format("anthropic.messages") == read.in_format("anthropic.messages") == item
