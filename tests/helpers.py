@@ -142,6 +142,28 @@ def assert_valid_anthropic_request(body: dict[str, Any]) -> None:
         assert opening in ("thinking", "redacted_thinking"), "the call's thinking is missing"
 
 
+def assert_valid_chat_request(body: dict[str, Any]) -> None:
+    """What OpenAI's Chat Completions accepts of a request's messages: an assistant message's
+    tool calls each answered once by the ``tool`` messages right after it, and a tool message
+    only so; a tool result's content text (a string or text parts: "Image URLs are only
+    allowed for messages with role 'user'"); images, files and recordings in user messages
+    alone."""
+    open_calls: set[str] = set()
+    for message in body["messages"]:
+        role, content = message["role"], message.get("content")
+        parts = content if isinstance(content, list) else []
+        if role == "tool":
+            assert message["tool_call_id"] in open_calls, f"a result of no open call: {message}"
+            open_calls.discard(message["tool_call_id"])
+            assert all(part["type"] == "text" for part in parts), "a tool result of more than text"
+            continue
+        assert not open_calls, f"calls without results before a {role} message: {open_calls}"
+        if role != "user":
+            assert all(part["type"] in ("text", "refusal") for part in parts), f"{role}: {parts}"
+        open_calls = {call["id"] for call in message.get("tool_calls") or ()}
+    assert not open_calls, f"calls without results at the end: {open_calls}"
+
+
 def run_fresh(code: str) -> str:
     """The last line `code` prints in a fresh interpreter, with this process's copy of the
     package on its path: for what a test process, which imported and built everything long

@@ -145,12 +145,12 @@ from workingmem.messages import (
         pytest.param(
             {
                 "role": "tool",
-                "content": [{"type": "image_url", "image_url": {"url": "u"}}],
+                "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}],
                 "tool_call_id": "c",
             },
             "messages[0].content[0].type",
-            "text parts",
-            id="tool-image",
+            "file, image_url, text",
+            id="tool-audio",
         ),
         pytest.param(
             {"role": "user", "content": "x", "audio": {"id": "a"}},

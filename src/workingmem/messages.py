@@ -78,9 +78,11 @@ _ROLES: frozenset[str] = frozenset({"user", "assistant", "tool"})
 _PART_TYPES: dict[str, frozenset[str]] = {
     "user": frozenset({"text", "image_url", "input_audio", "file"}),
     "assistant": frozenset({"text", "refusal"}),
-    "tool": frozenset({"text"}),
+    "tool": frozenset({"text", "image_url", "file"}),
 }
-"""The content parts of OpenAI's chat format, per role."""
+"""The content parts of OpenAI's chat format, per role; a tool result's images and files (a
+screenshot, a PDF a tool read) as Anthropic's and the Responses API's tool results carry them
+(a chat upstream gets them after the results: `formats.tool_files`)."""
 _KEYS: dict[str, frozenset[str]] = {
     "user": frozenset({"role", "content", "name"}),
     "assistant": frozenset({"role", "content", "name", "tool_calls", "refusal"}),
@@ -323,10 +325,6 @@ def _normalize_content(content: object, path: str, role: Role) -> str | list[dic
         if kind == "text":
             if not isinstance(part.get("text"), str):
                 raise ValidationError(f"{part_path}.text", "a text part needs a string text")
-        elif role == "tool":
-            raise ValidationError(
-                f"{part_path}.type", f"a tool result takes text parts, got {kind!r}"
-            )
         elif kind not in _PART_TYPES[role]:
             # Stored, it would be re-sent upstream with every later request, and refused there.
             raise ValidationError(

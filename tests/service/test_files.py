@@ -14,7 +14,13 @@ import httpx
 import openai
 import pytest
 
-from tests.helpers import assert_valid_anthropic_request, pdf_bytes, summarizing_responder
+import workingmem as wm
+from tests.helpers import (
+    assert_valid_anthropic_request,
+    assert_valid_chat_request,
+    pdf_bytes,
+    summarizing_responder,
+)
 from workingmem.llm.testing import Reply, ScriptedUpstream
 from workingmem.service import create_app
 
@@ -302,3 +308,169 @@ def test_screenshots_of_megabytes_are_answered_and_older_ones_named(
     assert [m["role"] for m in stored] == ["user", "assistant", "user", "assistant"]
     said = [json.dumps(m["content"]) for m in stored if m["role"] == "user"]
     assert [shot in text for shot, text in zip(shots, said, strict=True)] == [True, True]
+
+
+SHOT = screenshot("clock")[:200_000]
+"""200 KB of base64: a screenshot a tool took (stored with a copy that names it)."""
+SHOT_URL = f"data:image/png;base64,{SHOT}"
+SCREENSHOT_TOOL: Any = {
+    "name": "screenshot",
+    "description": "Takes a screenshot of the screen.",
+    "input_schema": {"type": "object", "properties": {}},
+}
+
+
+def shot_sent(request: dict[str, Any], upstream_api: str, call_id: str) -> Any:
+    """Where an upstream request of `upstream_api` carries the screenshot a call returned: the
+    tool result's own image (Anthropic, Responses), or the image in the user message after the
+    results (chat, where a tool result is text alone); each request valid for its API."""
+    if upstream_api == "anthropic":
+        assert_valid_anthropic_request(request)
+        blocks = [
+            b for m in request["messages"] if isinstance(m["content"], list) for b in m["content"]
+        ]
+        (result,) = [
+            b for b in blocks if b["type"] == "tool_result" and b["tool_use_id"] == call_id
+        ]
+        return result["content"]
+    if upstream_api == "responses":
+        items = request["input"]
+        (output,) = [
+            i for i in items if i.get("type") == "function_call_output" and i["call_id"] == call_id
+        ]
+        return output["output"]
+    assert_valid_chat_request(request)
+    sent = request["messages"]
+    (at,) = [n for n, m in enumerate(sent) if m["role"] == "tool" and m["tool_call_id"] == call_id]
+    after = next(m for m in sent[at:] if m["role"] == "user")
+    return {"result": sent[at]["content"], "after": after["content"]}
+
+
+@pytest.fixture
+def window_gateway(
+    database_url: str, tenant: str, upstream_api: str
+) -> Iterator[tuple[str, str, ScriptedUpstream]]:
+    """`gateway` whose window is the thread's newest turns (SLIDING_WINDOW), so that a turn
+    is read back from the store on the next question whatever the summary does."""
+    memory = wm.WorkingMemoryConfig(strategy=wm.Strategy.SLIDING_WINDOW)
+    config = CONFIG.model_copy(update={"working_memory": memory})
+    with ScriptedUpstream(responder=reading) as upstream:
+        settings = settings_for(database_url, upstream, upstream_api=upstream_api, gateway=config)
+        with LiveServer(create_app(settings)) as live:
+            yield live.url, create_key(database_url, tenant, "tests").secret, upstream
+
+
+def test_a_screenshot_a_claude_tool_returned_reaches_every_upstream_as_an_image(
+    window_gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
+) -> None:
+    """Claude Code's Read tool on a PNG answers with the image in its tool result: the model
+    behind the gateway sees the image whatever API it speaks, on the call that returned it and
+    on the next question (read back from the thread), where it was "[image]" text to a chat or
+    Responses model."""
+    url, key, upstream = window_gateway
+    source: Any = {"type": "base64", "media_type": "image/png", "data": SHOT}
+    history: list[Any] = [
+        {"role": "user", "content": "What time does my screen show?"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "screenshot", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "content": [
+                        {"type": "text", "text": "Captured."},
+                        {"type": "image", "source": source},
+                    ],
+                }
+            ],
+        },
+    ]
+    sent = []
+    with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
+        for follow_up in ("And the date?", None):
+            answer = claude.messages.create(
+                model="answer-model",
+                max_tokens=100,
+                tools=[SCREENSHOT_TOOL],
+                messages=history,
+                extra_headers={"X-Thread-Id": "shot"},
+            )
+            sent.append(shot_sent(answers(upstream)[-1], upstream_api, "toolu_1"))
+            if follow_up is not None:
+                history.append(
+                    {"role": "assistant", "content": [b.model_dump() for b in answer.content]}
+                )
+                history.append({"role": "user", "content": follow_up})
+    expected = {
+        "anthropic": [{"type": "text", "text": "Captured."}, {"type": "image", "source": source}],
+        "responses": [
+            {"type": "input_text", "text": "Captured."},
+            {"type": "input_image", "image_url": SHOT_URL, "detail": "auto"},
+        ],
+        "chat": {
+            "result": "Captured.\n[image]",
+            "after": [
+                {"type": "text", "text": "Attached to the result of call toolu_1:"},
+                {"type": "image_url", "image_url": {"url": SHOT_URL}},
+            ],
+        },
+    }[upstream_api]
+    assert sent == [expected, expected]
+    stored = httpx.get(
+        f"{url}/v1/threads/shot/messages", headers={"Authorization": f"Bearer {key}"}
+    ).json()["data"]
+    roles = "user assistant tool assistant user assistant".split()
+    assert [m["role"] for m in stored] == roles
+    assert stored[2]["content"][1] == {"type": "image_url", "image_url": {"url": SHOT_URL}}
+
+
+def test_an_image_a_responses_tool_returned_reaches_every_upstream(
+    gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
+) -> None:
+    """A Responses client's call output of an ``input_image`` (Codex's view_image, a computer
+    use loop's screenshot) reaches a chat or Anthropic model as an image, not as nothing."""
+    url, key, upstream = gateway
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client:
+        client.responses.create(
+            model="answer-model",
+            tools=[
+                {
+                    "type": "function",
+                    "name": "screenshot",
+                    "parameters": {"type": "object", "properties": {}},
+                    "strict": False,
+                }
+            ],
+            input=[
+                {"role": "user", "content": "What time does my screen show?"},
+                {
+                    "type": "function_call",
+                    "call_id": "call_1",
+                    "name": "screenshot",
+                    "arguments": "{}",
+                },
+                {
+                    "type": "function_call_output",
+                    "call_id": "call_1",
+                    "output": [
+                        {"type": "input_text", "text": "Captured."},
+                        {"type": "input_image", "image_url": SHOT_URL, "detail": "auto"},
+                    ],
+                },
+            ],
+            extra_headers={"X-Thread-Id": "responses-shot"},
+        )
+    sent = shot_sent(answers(upstream)[-1], upstream_api, "call_1")
+    image = {
+        "anthropic": {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": SHOT},
+        },
+        "responses": {"type": "input_image", "image_url": SHOT_URL, "detail": "auto"},
+        "chat": {"type": "image_url", "image_url": {"url": SHOT_URL}},
+    }[upstream_api]
+    assert image in (sent["after"] if upstream_api == "chat" else sent)

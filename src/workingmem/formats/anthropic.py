@@ -168,32 +168,64 @@ def _said(text: str) -> Message:
 def _user_view(blocks: list[dict[str, Any]]) -> Message:
     parts: list[dict[str, Any]] = []
     for block in blocks:
-        kind = block["type"]
-        if kind == "text":
-            parts.append({"type": "text", "text": str(block.get("text", ""))})
-        elif kind == "image":
-            url = image_url_of(block.get("source"))
-            if url is not None:
-                parts.append({"type": "image_url", "image_url": {"url": url}})
-            else:  # by Anthropic file id: nothing a chat model can open
-                source = block.get("source")
-                where = source.get("file_id") if isinstance(source, Mapping) else None
-                parts.append({"type": "text", "text": f"[image: {where or 'attached'}]"})
-        elif kind == "document":
-            parts.extend(chat_part_of_document(block))
-        elif kind == "tool_result":  # a result after the user's words: said, not a unit
-            parts.append({"type": "text", "text": _json(block)})
+        if block["type"] == "tool_result":  # a result after the user's words: said, not a unit
+            parts.append(_text_part(_json(block)))
+        elif block["type"] in _VIEWED:
+            parts.extend(_chat_parts(block))
+    return {"role": "user", "content": _joined_if_text(parts)}
+
+
+_VIEWED = ("text", "image", "document")
+"""The blocks a chat part says the same as; a user's other blocks have no place in the view."""
+
+
+def _chat_parts(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A text, image or document block as the chat parts that say the same; an image by file
+    id (nothing a chat model can open) as a line that names it."""
+    kind = block.get("type")
+    if kind == "text":
+        return [_text_part(str(block.get("text", "")))]
+    if kind == "document":
+        return chat_part_of_document(block)
+    url = image_url_of(block.get("source"))
+    if url is not None:
+        return [{"type": "image_url", "image_url": {"url": url}}]
+    source = block.get("source")
+    where = source.get("file_id") if isinstance(source, Mapping) else None
+    return [_text_part(f"[image: {where or 'attached'}]")]
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _joined_if_text(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Parts of text alone as one text (what the view of such content always was)."""
     if all(part["type"] == "text" for part in parts):
-        return _said("\n".join(part["text"] for part in parts))
-    return {"role": "user", "content": parts}
+        return "\n".join(part["text"] for part in parts)
+    return parts
 
 
 def _tool_view(block: Mapping[str, Any]) -> Message:
+    """A ``tool_result`` block as a tool turn: its text, and the images and documents a tool
+    returned (a screenshot, a PDF it read) as the chat parts that carry them; any other block
+    named."""
     content = block.get("content")
-    text = content if isinstance(content, str) else _text(content)
+    parts: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        parts.append(_text_part(content))
+    for inner in content if isinstance(content, list) else ():
+        if not isinstance(inner, Mapping):
+            continue
+        if inner.get("type") in _VIEWED:
+            parts.extend(_chat_parts(inner))
+        else:
+            parts.append(_text_part(f"[{inner.get('type')}]"))
+    said = _joined_if_text(parts)
     if block.get("is_error"):
-        text = f"Error: {text}"
-    return {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text}
+        error = "Error:"
+        said = f"{error} {said}" if isinstance(said, str) else [_text_part(error), *said]
+    return {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": said}
 
 
 def answer_view(content: object) -> Message:
@@ -226,16 +258,6 @@ def answer_view(content: object) -> Message:
     return {"role": "assistant", "content": text}
 
 
-def _text(content: object) -> str:
-    texts = []
-    for block in content if isinstance(content, list) else ():
-        if isinstance(block, Mapping) and block.get("type") == "text":
-            texts.append(str(block.get("text", "")))
-        elif isinstance(block, Mapping):
-            texts.append(f"[{block.get('type')}]")
-    return "\n".join(texts)
-
-
 def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -249,11 +271,12 @@ def message_of(message: Mapping[str, Any]) -> dict[str, Any]:
     role = message["role"]
     content = message.get("content")
     if role == "tool":
-        block = {
-            "type": "tool_result",
-            "tool_use_id": message["tool_call_id"],
-            "content": content if isinstance(content, str) else _parts_text(content),
-        }
+        result: str | list[dict[str, Any]] = (
+            content if isinstance(content, str) else _parts_text(content)
+        )
+        if isinstance(content, list) and not _all_text(content):  # it returned files
+            result = [_block_of(part) for part in content if part.get("text") != ""]
+        block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": result}
         return {"role": "user", "content": [block]}
     if role == "user":
         if isinstance(content, list):
@@ -288,6 +311,10 @@ def _block_of(part: Mapping[str, Any]) -> dict[str, Any]:
             }
         return {"type": "image", "source": {"type": "url", "url": url}}
     return {"type": "text", "text": str(part.get("text", ""))}
+
+
+def _all_text(content: list[dict[str, Any]]) -> bool:
+    return all(part.get("type") == "text" for part in content)
 
 
 def _parts_text(content: object) -> str:

@@ -215,15 +215,17 @@ def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _tool_view(item: Mapping[str, Any]) -> Message:
+    """A call's output as a tool turn: its text, and the images and files a tool returned
+    (``input_image``, ``input_file`` in a list output) as the chat parts that carry them."""
     output = item.get("output")
-    text = (
-        output
-        if isinstance(output, str)
-        else _text(output)
-        if isinstance(output, list)
-        else _json(output)
-    )
-    return {"role": "tool", "tool_call_id": item["call_id"], "content": text}
+    content: str | list[dict[str, Any]]
+    if isinstance(output, str):
+        content = output
+    elif isinstance(output, list) and any(_is_file(part) for part in output):
+        content = _chat_parts(output)
+    else:
+        content = _text(output) if isinstance(output, list) else _json(output)
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": content}
 
 
 def _user_view(item: Mapping[str, Any]) -> Message:
@@ -235,20 +237,31 @@ def _user_view(item: Mapping[str, Any]) -> Message:
     content = item.get("content")
     if isinstance(content, str):
         return {"role": "user", "content": content}
+    parts = _chat_parts(content if isinstance(content, list) else [])
+    if all(part["type"] == "text" for part in parts):
+        return {"role": "user", "content": "\n".join(part["text"] for part in parts)}
+    return {"role": "user", "content": parts}
+
+
+def _is_file(part: object) -> bool:
+    return isinstance(part, Mapping) and part.get("type") in ("input_image", "input_file")
+
+
+def _chat_parts(content: list[Any]) -> list[dict[str, Any]]:
+    """Input parts as the chat parts that say the same; an image by file id (chat takes an
+    image by URL only) as a line that names it; parts without text or file left out."""
     parts: list[dict[str, Any]] = []
-    for part in content if isinstance(content, list) else []:
+    for part in content:
         kind = part.get("type") if isinstance(part, Mapping) else None
         if kind == "input_image" and isinstance(part.get("image_url"), str):
             parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
-        elif kind == "input_image":  # by file id: chat takes an image by URL only
+        elif kind == "input_image":
             parts.append({"type": "text", "text": f"[image: {part.get('file_id') or 'attached'}]"})
         elif kind == "input_file":
             parts.append(chat_part_of_input_file(part))
         elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
             parts.append({"type": "text", "text": part["text"]})
-    if all(part["type"] == "text" for part in parts):
-        return {"role": "user", "content": "\n".join(part["text"] for part in parts)}
-    return {"role": "user", "content": parts}
+    return parts
 
 
 def _text(content: object) -> str:
@@ -295,12 +308,11 @@ def items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     role = message["role"]
     content = message.get("content")
     if role == "tool":
+        output: str | list[dict[str, Any]] = _text(content)
+        if isinstance(content, list) and any(part["type"] != "text" for part in content):
+            output = [_input_part(part) for part in content]  # the files a tool returned
         return [
-            {
-                "type": "function_call_output",
-                "call_id": message["tool_call_id"],
-                "output": _text(content),
-            }
+            {"type": "function_call_output", "call_id": message["tool_call_id"], "output": output}
         ]
     if role == "user":
         if isinstance(content, list):
