@@ -8,9 +8,11 @@ import itertools
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import wave
+import zlib
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -221,6 +223,23 @@ def pdf_bytes(pages: int, *, padding: int = 0, text: str = "") -> bytes:
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+def png_bytes(width: int, height: int, rgb: tuple[int, int, int] = (200, 40, 40)) -> bytes:
+    """A valid PNG of one colour: what an image reader (Claude Code's Read tool) reads."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def data_url(media_type: str, data: bytes) -> str:

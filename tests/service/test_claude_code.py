@@ -4,7 +4,8 @@ call, no thread id; the environment it runs in as a ``system`` message after the
 128,000 tokens asked for the answer), in front of an Anthropic upstream and of a chat one. The
 model runs a shell command through Claude Code's Bash tool; ``claude -p --continue`` goes on with
 the session; it is one thread, every turn stored once, and the environment reached the model in
-its system prompt. Claude Code runs from ``tests/clients/claude-code`` (``npm ci`` there, as
+its system prompt. A picture its Read tool reads reaches a chat model as an image. Claude
+Code runs from ``tests/clients/claude-code`` (``npm ci`` there, as
 ``scripts/install dev`` does: its package ships the binary)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import summarizing_responder
+from tests.helpers import assert_valid_chat_request, png_bytes, summarizing_responder
 from tests.thinking_upstreams import thinking
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import create_app
@@ -68,7 +69,9 @@ def _system(request: dict[str, Any]) -> str:
     return text_of(request["messages"][0]["content"])
 
 
-def _claude(home: Path, work: Path, url: str, key: str, *args: str) -> dict[str, Any]:
+def _claude(
+    home: Path, work: Path, url: str, key: str, *args: str, tools: str = "Bash"
+) -> dict[str, Any]:
     env = {
         **os.environ,
         "CLAUDE_CONFIG_DIR": str(home),
@@ -78,7 +81,7 @@ def _claude(home: Path, work: Path, url: str, key: str, *args: str) -> dict[str,
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
-    command = [str(CLAUDE), "-p", *args, "--output-format", "json", "--allowedTools", "Bash"]
+    command = [str(CLAUDE), "-p", *args, "--output-format", "json", "--allowedTools", tools]
     ran = run_client(command, cwd=work, env=env)
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-2_000:]
     result: dict[str, Any] = json.loads(ran.stdout)
@@ -122,3 +125,51 @@ def test_a_claude_code_session_is_one_thread(
     assert all(ENVIRONMENT in _system(r) for r in answers)
     turns = [m for r in answers for m in r["messages"] if m["role"] != "system"]
     assert not any(ENVIRONMENT in text_of(m.get("content")) for m in turns)
+
+
+def image_reader(request: dict[str, Any]) -> Reply:
+    """Reads ``chart.png`` with Claude Code's Read tool when asked to look at it, then says
+    what kind of image it was sent (a chat model gets it after the results; helper calls get a
+    summary)."""
+    messages = request.get("messages") or []
+    if request.get("model") == "cheap-model" or not request.get("tools"):
+        return summarizing_responder({"messages": [{"content": text_of(messages[-1]["content"])}]})
+    images = [
+        part["image_url"]["url"].split(";", 1)[0]
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+    if images:
+        return Reply(f"I see {', '.join(images)}.")
+    if "look at chart.png" in text_of(messages[-1]["content"]):
+        return Reply(None, tool_calls=[tool_call("Read", {"file_path": str(request["_chart"])})])
+    return Reply("No image reached me.")
+
+
+def test_a_picture_claude_code_reads_reaches_a_chat_model_as_an_image(
+    database_url: str, upstream: ScriptedUpstream, tenant: str, tmp_path: Path
+) -> None:
+    """Claude Code's Read tool answers with the picture in its ``tool_result``; in front of a
+    chat model, whose tool results take text alone, the picture follows the result in a user
+    message, in a request OpenAI accepts (it was "[image]" text: the model never saw it)."""
+    home, work = tmp_path / "claude-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    chart = work / "chart.png"
+    chart.write_bytes(png_bytes(64, 48))
+    upstream.responder = lambda request: image_reader({**request, "_chart": chart})
+    gateway = CONFIG.model_copy(update={"default_context_window": 200_000})
+    settings = settings_for(database_url, upstream, gateway=gateway)
+    with LiveServer(create_app(settings)) as live:
+        key = create_key(database_url, tenant, "tests").secret
+        read = _claude(home, work, live.url, key, "Please look at chart.png.", tools="Read")
+        messages = the_thread(live.url, key)
+
+    assert (read["is_error"], read["result"]) == (False, "I see data:image/png.")
+    answers = [r for r in upstream.requests if r.get("tools")]
+    for request in answers:
+        assert_valid_chat_request(request)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2]["content"][0]["type"] == "image_url"  # the thread keeps the picture

@@ -423,7 +423,7 @@ def test_a_screenshot_a_claude_tool_returned_reaches_every_upstream_as_an_image(
     stored = httpx.get(
         f"{url}/v1/threads/shot/messages", headers={"Authorization": f"Bearer {key}"}
     ).json()["data"]
-    roles = "user assistant tool assistant user assistant".split()
+    roles = ["user", "assistant", "tool", "assistant", "user", "assistant"]
     assert [m["role"] for m in stored] == roles
     assert stored[2]["content"][1] == {"type": "image_url", "image_url": {"url": SHOT_URL}}
 
