@@ -13,6 +13,9 @@ import anthropic
 import httpx
 import openai
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 import workingmem as wm
 from tests.helpers import (
@@ -360,6 +363,25 @@ def window_gateway(
             yield live.url, create_key(database_url, tenant, "tests").secret, upstream
 
 
+def captured_shot(upstream_api: str, call_id: str) -> Any:
+    """What `shot_sent` finds of a result "Captured." with the screenshot, by upstream API."""
+    source = {"type": "base64", "media_type": "image/png", "data": SHOT}
+    return {
+        "anthropic": [{"type": "text", "text": "Captured."}, {"type": "image", "source": source}],
+        "responses": [
+            {"type": "input_text", "text": "Captured."},
+            {"type": "input_image", "image_url": SHOT_URL, "detail": "auto"},
+        ],
+        "chat": {
+            "result": "Captured.\n[image]",
+            "after": [
+                {"type": "text", "text": f"Attached to the result of call {call_id}:"},
+                {"type": "image_url", "image_url": {"url": SHOT_URL}},
+            ],
+        },
+    }[upstream_api]
+
+
 def test_a_screenshot_a_claude_tool_returned_reaches_every_upstream_as_an_image(
     window_gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
 ) -> None:
@@ -405,20 +427,7 @@ def test_a_screenshot_a_claude_tool_returned_reaches_every_upstream_as_an_image(
                     {"role": "assistant", "content": [b.model_dump() for b in answer.content]}
                 )
                 history.append({"role": "user", "content": follow_up})
-    expected = {
-        "anthropic": [{"type": "text", "text": "Captured."}, {"type": "image", "source": source}],
-        "responses": [
-            {"type": "input_text", "text": "Captured."},
-            {"type": "input_image", "image_url": SHOT_URL, "detail": "auto"},
-        ],
-        "chat": {
-            "result": "Captured.\n[image]",
-            "after": [
-                {"type": "text", "text": "Attached to the result of call toolu_1:"},
-                {"type": "image_url", "image_url": {"url": SHOT_URL}},
-            ],
-        },
-    }[upstream_api]
+    expected = captured_shot(upstream_api, "toolu_1")
     assert sent == [expected, expected]
     stored = httpx.get(
         f"{url}/v1/threads/shot/messages", headers={"Authorization": f"Bearer {key}"}
@@ -474,3 +483,31 @@ def test_an_image_a_responses_tool_returned_reaches_every_upstream(
         "chat": {"type": "image_url", "image_url": {"url": SHOT_URL}},
     }[upstream_api]
     assert image in (sent["after"] if upstream_api == "chat" else sent)
+
+
+def test_an_image_a_langchain_tool_returned_reaches_every_upstream(
+    gateway: tuple[str, str, ScriptedUpstream], upstream_api: str
+) -> None:
+    """LangChain's `ChatOpenAI` sends a `ToolMessage` of an image (a screenshot an MCP tool
+    took, as LangChain's MCP adapters return it) as an ``image_url`` part of the tool message,
+    which OpenAI itself refuses: through the gateway it reaches every kind of model."""
+    url, key, upstream = gateway
+    model = ChatOpenAI(
+        model="answer-model",
+        base_url=f"{url}/v1",
+        api_key=SecretStr(key),
+        max_retries=0,
+        default_headers={"X-Thread-Id": "langchain-shot"},
+    )
+    call = {"name": "screenshot", "args": {}, "id": "call_1", "type": "tool_call"}
+    image = {"type": "image", "base64": SHOT, "mime_type": "image/png"}
+    model.invoke(
+        [
+            HumanMessage("What time does my screen show?"),
+            AIMessage("", tool_calls=[call]),
+            ToolMessage([{"type": "text", "text": "Captured."}, image], tool_call_id="call_1"),
+        ]
+    )
+    sent = shot_sent(answers(upstream)[-1], upstream_api, "call_1")
+    expected = captured_shot(upstream_api, "call_1")
+    assert sent == expected

@@ -157,6 +157,12 @@ UserParts = Annotated[
     list[Annotated[TextPart | ImagePart | AudioPart | FilePart, Field(discriminator="type")]],
     _Parts,
 ]
+ToolParts = Annotated[
+    list[Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]], _Parts
+]
+"""A tool result's parts: OpenAI's are text; images and files (a screenshot an MCP tool took,
+as LangChain's MCP adapters return it) are taken too, and reach a chat upstream after the
+results (`workingmem.formats.tool_files`), any other as its own tool result's."""
 AssistantParts = Annotated[
     list[Annotated[TextPart | RefusalPart, Field(discriminator="type")]], _Parts
 ]
@@ -234,7 +240,7 @@ class AssistantMessageIn(_Message):
 
 class ToolMessageIn(_Message):
     role: Literal["tool"]
-    content: str | TextParts
+    content: str | ToolParts
     tool_call_id: Id
     name: Annotated[str | None, Field(exclude=True)] = None
     """The tool's name, as some clients send it with the result: taken, not stored (the call
