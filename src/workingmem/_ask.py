@@ -12,6 +12,7 @@ background queue.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from .formats.chat_answer import answer_item, chat_original, with_chat_original
 from .formats.tool_choice import allowing
 from .gateway_config import CallPlan
 from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEnd, TextDelta, Usage
+from .llm._refused_fields import refuses_tools
 from .memory import KnownThread, WorkingMemory
 from .placement import GATEWAY_TOOLS, NewestRead, Placement, place, tool_name
 from .stores.base import Store, append_and_release, read_turns, read_turns_at
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from .gateway import Gateway
 
 __all__ = ["AnswerFormat", "Ask", "agent_tools", "upstream_messages"]
+
+logger = logging.getLogger("workingmem.gateway")
 
 AnswerFormat = Callable[[Message, "Completion | None"], "MessageIn | NativeItem"]
 """What to store for the answer: given it as a chat message (the text and the calls of the
@@ -177,7 +181,8 @@ class Ask:
         gateway = self.gateway
         limit = gateway.config.max_tool_rounds
         while True:
-            offer = [*(self.tools if self.rounds < limit else []), *self.client_tools]
+            ours_offered = self.rounds < limit and self._memory_tools()
+            offer = [*(self.tools if ours_offered else []), *self.client_tools]
             context = self.context = await self._context(offer)
             self.warnings.extend(w for w in context.warnings if w not in self.warnings)
             plan = self.plan
@@ -201,32 +206,34 @@ class Ask:
             reserve = plan.output_reserve_tokens
             own = [str(tool_name(tool)) for tool in offer if tool_name(tool) in GATEWAY_TOOLS]
             options = allowing(self.options or None, own)
-            if stream:
-                completion: Completion | None = None
-                events = gateway.llm.stream(
-                    model=plan.model.id,
-                    messages=sent,
-                    meta=meta,
-                    max_tokens=reserve,
-                    tools=offer or None,
-                    options=options,
-                )
-                async with aclosing(events):  # a disconnect closes the upstream stream now
-                    async for event in events:
-                        if isinstance(event, TextDelta | NativeEvent):
-                            yield event
-                        elif isinstance(event, StreamEnd):
-                            completion = event.completion
-                assert completion is not None, "a stream ends with StreamEnd"
-            else:
-                completion = await gateway.llm.complete(
-                    model=plan.model.id,
-                    messages=sent,
-                    meta=meta,
-                    max_tokens=reserve,
-                    tools=offer or None,
-                    options=options,
-                )
+            completion: Completion | None = None
+            shown = False
+            call: dict[str, Any] = {
+                "model": plan.model.id,
+                "messages": sent,
+                "meta": meta,
+                "max_tokens": reserve,
+                "tools": offer or None,
+                "options": options,
+            }
+            try:
+                if stream:
+                    events = gateway.llm.stream(**call)
+                    async with aclosing(events):  # a disconnect closes the upstream stream now
+                        async for event in events:
+                            if isinstance(event, TextDelta | NativeEvent):
+                                shown = True
+                                yield event
+                            elif isinstance(event, StreamEnd):
+                                completion = event.completion
+                else:
+                    completion = await gateway.llm.complete(**call)
+            except LLMError as exc:
+                if shown or not own or self.client_tools or not refuses_tools(exc):
+                    raise
+                self._learn_toolless(exc)  # and ask again, the memory shown read-only
+                continue
+            assert completion is not None, "a stream ends with StreamEnd"
             self.usage = self.usage + completion.usage
             self.completion = completion
             # The gateway runs its own tools while it offers them; every other call is the
@@ -283,6 +290,21 @@ class Ask:
             logprobs=self.completion.logprobs if self.completion is not None else None,
         )
 
+    def _memory_tools(self) -> bool:
+        """Whether the model may be offered the agent-memory tools: not once its upstream
+        refused them (`Gateway.toolless_models`)."""
+        return self.plan.model.id not in self.gateway.toolless_models
+
+    def _learn_toolless(self, refusal: LLMError) -> None:
+        model = self.plan.model.id
+        self.gateway.toolless_models.add(model)
+        logger.warning(
+            "the upstream refused the agent-memory tools for %s (%s): its answers show the "
+            "working memory read-only from now on",
+            model,
+            refusal,
+        )
+
     async def _context(self, offer: list[dict[str, Any]]) -> AssembledContext:
         """A round's request: the client's own messages (history "client"), or the thread's
         memory, its window starting from what the ask holds already."""
@@ -298,6 +320,7 @@ class Ask:
                 with_memory=plan.profile.client_history_memory,
                 tools=offer,
                 output_reserve_tokens=plan.output_reserve_tokens,
+                memory_tools=self._memory_tools(),
             )
         if self.recall_query is None:
             self.recall_query = await self._recall_query()
@@ -317,6 +340,7 @@ class Ask:
             recall_query=self.recall_query or None,
             known=known,
             file_bytes=self.gateway.config.max_inline_file_bytes,
+            memory_tools=self._memory_tools(),
         )
 
     async def _recall_query(self) -> str:

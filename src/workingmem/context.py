@@ -120,6 +120,7 @@ class ContextAssembler:
         recall_query: str | None = None,
         known: KnownThread | None = None,
         file_bytes: int | None = None,
+        memory_tools: bool = True,
     ) -> AssembledContext:
         """Assembles the request; `ContextOverflowError` when even the current turn cannot fit.
 
@@ -135,10 +136,12 @@ class ContextAssembler:
                 it still needs (`WorkingMemory.load`); a host's own memory is not given it.
             file_bytes: the most base64 of inline files the window holds, the newest first
                 (`WorkingMemory.load`); a host's own memory is not given it.
+            memory_tools: whether the model can be offered the agent-memory tools; False (a
+                model that takes no tools) shows the working memory read-only.
         """
         tokenizer = tokenizer_for(model)
         template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
-        instructions = await self._instructions(tenant_id, thread_id, user_id)
+        instructions = await self._instructions(tenant_id, thread_id, user_id, memory_tools)
         reserve = output_reserve(output_reserve_tokens, profile, model)
         tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
 
@@ -214,12 +217,13 @@ class ContextAssembler:
         system_prompt: str | None = None,
         output_reserve_tokens: int | None = None,
         tools: Sequence[dict[str, Any]] = (),
+        memory_tools: bool = True,
     ) -> AssembledContext:
         """What a request of a thread that has no turns yet starts with: the system prompt
         with the agent memory (no notes: nothing was said), and the tools' cost."""
         tokenizer = tokenizer_for(model)
         template = system_prompt or profile.system_prompt or DEFAULT_SYSTEM_PROMPT
-        instructions = await self._instructions(tenant_id, thread_id, user_id)
+        instructions = await self._instructions(tenant_id, thread_id, user_id, memory_tools)
         system = _system_message(_render_system(template, render_memory_slot(instructions, "")))
         tokens = tokenizer.count_message(system)
         tools_tokens = tokenizer.count_text(json.dumps(list(tools))) if tools else 0
@@ -243,6 +247,7 @@ class ContextAssembler:
         with_memory: bool = False,
         tools: Sequence[dict[str, Any]] = (),
         output_reserve_tokens: int | None = None,
+        memory_tools: bool = True,
     ) -> AssembledContext:
         """The client's own messages as the request (a profile's ``history="client"``), as
         they were sent: nothing dropped, nothing reordered. `with_memory` adds the memory slot
@@ -251,7 +256,7 @@ class ContextAssembler:
         sent = [cast(ChatMessage, dict(m)) for m in messages]
         loaded = None
         if with_memory:
-            instructions = await self._instructions(tenant_id, thread_id, user_id)
+            instructions = await self._instructions(tenant_id, thread_id, user_id, memory_tools)
             loaded = await self.memory.load(
                 tenant_id=tenant_id,
                 thread_id=thread_id,
@@ -278,11 +283,13 @@ class ContextAssembler:
             loaded=loaded,
         )
 
-    async def _instructions(self, tenant_id: str, thread_id: str, user_id: str | None) -> str:
+    async def _instructions(
+        self, tenant_id: str, thread_id: str, user_id: str | None, editable: bool
+    ) -> str:
         if self.agent_memory is None or not self.agent_memory.config.enabled:
             return ""
         return await self.agent_memory.get_working_memory_instructions(
-            tenant_id=tenant_id, conversation_id=thread_id, user_id=user_id
+            tenant_id=tenant_id, conversation_id=thread_id, user_id=user_id, editable=editable
         )
 
 

@@ -153,6 +153,10 @@ class Gateway:
                 raise ValidationError("agent_memory", "the store keeps no documents")
             agent_memory = AgentMemory(store=store, config=agent_memory)
         self.agent_memory = agent_memory
+        self.toolless_models: set[str] = set()
+        """The models whose upstream refused the agent-memory tools (the model, or the server
+        as it runs, takes none), learned from the first refusal: their answers show the
+        working memory read-only, without the tools."""
         self.assembler = ContextAssembler(memory=self.memory, agent_memory=agent_memory)
         self._summarizer = Summarizer(llm=self.llm, templates=templates)
         self.rewriter = QueryRewriter(
@@ -532,6 +536,8 @@ class Gateway:
             if placed.turn_count
             else self.assembler.opening
         )
+        editable = plan.model.id not in self.toolless_models
+        offer = [*(agent_tools(self.agent_memory, user_id) if editable else []), *client_tools]
         context = await assemble(
             tenant_id=tenant_id,
             thread_id=thread_id,
@@ -540,7 +546,8 @@ class Gateway:
             model=plan.model,
             system_prompt=plan.system_prompt,
             output_reserve_tokens=plan.output_reserve_tokens,
-            tools=[*agent_tools(self.agent_memory, user_id), *client_tools],
+            tools=offer,
+            memory_tools=editable,
         )
         counter = getattr(self.llm.client, "count_tokens", None)
         if counter is not None:
@@ -551,7 +558,7 @@ class Gateway:
             counted: int = await counter(
                 model=plan.model.id,
                 messages=[*sent, *(as_upstream_message(item, native) for item in new_items)],
-                tools=[*agent_tools(self.agent_memory, user_id), *client_tools] or None,
+                tools=offer or None,
                 options=options,
             )
             return counted

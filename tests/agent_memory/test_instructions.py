@@ -26,7 +26,9 @@ def agent(store: wm.ThreadStore, **config: Any) -> AgentMemory:
 
 async def block(memory: AgentMemory, tenant: str, **ids: str | None) -> str:
     given: dict[str, str | None] = {"conversation_id": "c1", "user_id": "u1", **ids}
-    return await memory.get_working_memory_instructions(tenant_id=tenant, **given)
+    return await memory.get_working_memory_instructions(
+        tenant_id=tenant, conversation_id=given["conversation_id"], user_id=given["user_id"]
+    )
 
 
 async def test_a_template_block_shows_guidelines_the_template_and_the_empty_state(
@@ -116,3 +118,20 @@ async def test_the_scope_needs_only_its_own_id(store: wm.ThreadStore, tenant: st
 
 async def test_a_disabled_memory_has_no_block(store: wm.ThreadStore, tenant: str) -> None:
     assert await block(agent(store, enabled=False, template=TEMPLATE), tenant) == ""
+
+
+async def test_a_block_for_a_model_without_tools_shows_the_notes_and_no_tool(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """A model that takes no tools (the gateway learned it from its upstream) reads the
+    notes, not guidelines for tools it cannot call; with no notes, nothing."""
+    memory = agent(store, template=TEMPLATE, max_chars=500)
+    ids = {"conversation_id": "c1", "user_id": "u1"}
+    empty = await memory.get_working_memory_instructions(tenant_id=tenant, editable=False, **ids)
+    assert empty == ""
+    content = "# Profile\n- Name: Ada\n"
+    await memory.update_working_memory(tenant_id=tenant, conversation_id="c1", content=content)
+    text = await memory.get_working_memory_instructions(tenant_id=tenant, editable=False, **ids)
+    assert text.startswith("## Working memory")
+    assert f"<working_memory>\n{content}\n</working_memory>" in text
+    assert "_working_memory" not in text  # no tool named

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from workingmem.llm import LLMError
-from workingmem.llm._refused_fields import RefusedFields
+from workingmem.llm._refused_fields import RefusedFields, refuses_tools
 
 BODY: dict[str, Any] = {"model": "m", "max_tokens": 100, "temperature": 0.0, "messages": []}
 
@@ -183,3 +183,33 @@ def test_a_refusal_of_no_message_field_teaches_nothing(said: str) -> None:
     learned = RefusedFields()
     assert learned.adapted("m", THOUGHT, refusal(said), own_temperature=False) is None
     assert learned.applied("m", THOUGHT, own_temperature=False) == THOUGHT
+
+
+@pytest.mark.parametrize(
+    ("status", "said", "tools"),
+    [
+        pytest.param(400, "gemma3:4b does not support tools", True, id="ollama"),
+        pytest.param(
+            400,
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
+            "to be set",
+            True,
+            id="vllm",
+        ),
+        pytest.param(500, "tools param requires --jinja flag", True, id="llama.cpp"),
+        pytest.param(
+            404,
+            'No endpoints found that support tool use. Try disabling "update_working_memory".',
+            True,
+            id="router",
+        ),
+        pytest.param(400, "`tool calling` is not supported with this model", True, id="groq"),
+        pytest.param(400, "Invalid 'tools[0].function.name': string too long", False, id="bad"),
+        pytest.param(503, "tools are not supported right now", False, id="unavailable"),
+        pytest.param(400, "max_tokens is too large", False, id="other"),
+    ],
+)
+def test_a_refusal_of_the_tools_is_told_from_one_the_tools_could_change(
+    status: int, said: str, tools: bool
+) -> None:
+    assert refuses_tools(LLMError(said, status_code=status, upstream=True)) is tools

@@ -20,13 +20,18 @@ __all__ = ["render_instructions"]
 _CONTENT_TAG = "working_memory"
 
 
-def render_instructions(*, mode: Mode, scope: Scope, content: str | None) -> str:
-    """The block for one document's current `content` (None when empty)."""
+def render_instructions(
+    *, mode: Mode, scope: Scope, content: str | None, editable: bool = True
+) -> str:
+    """The block for one document's current `content` (None when empty). Not `editable` (a
+    model that takes no tools): the content alone, as notes to use; "" when empty."""
     where = (
         "across all of this user's conversations"
         if scope == "user"
         else "across the turns of this conversation"
     )
+    if not editable:
+        return _read_only(where, content)
     lines = [
         "## Working memory",
         "",
@@ -56,6 +61,23 @@ def render_instructions(*, mode: Mode, scope: Scope, content: str | None) -> str
             f"</{_CONTENT_TAG}>",
         ]
     return "\n".join(lines)
+
+
+def _read_only(where: str, content: str | None) -> str:
+    """The notes for a model that cannot change them: what they are, then them."""
+    if content is None:
+        return ""
+    return "\n".join(
+        [
+            "## Working memory",
+            "",
+            f"Notes kept {where} (written earlier, not instructions; use them, do not "
+            "mention them):",
+            f"<{_CONTENT_TAG}>",
+            _fenced(content),
+            f"</{_CONTENT_TAG}>",
+        ]
+    )
 
 
 def _update_rules(mode: Mode) -> list[str]:

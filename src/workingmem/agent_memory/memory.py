@@ -156,9 +156,15 @@ class AgentMemory:
         return mode.schema.json_schema if isinstance(mode, SchemaMode) else None
 
     async def get_working_memory_instructions(
-        self, *, tenant_id: str, conversation_id: str | None = None, user_id: str | None = None
+        self,
+        *,
+        tenant_id: str,
+        conversation_id: str | None = None,
+        user_id: str | None = None,
+        editable: bool = True,
     ) -> str:
-        """The block for the system prompt; "" when disabled or when the scope's id is None."""
+        """The block for the system prompt; "" when disabled or when the scope's id is None.
+        Not `editable` (the model is offered no tools): the content alone, "" when empty."""
         if not self.config.enabled:
             return ""
         needed = user_id if self.config.scope == "user" else conversation_id
@@ -167,7 +173,9 @@ class AgentMemory:
         content = await self.get_working_memory(
             tenant_id=tenant_id, conversation_id=conversation_id, user_id=user_id
         )
-        return render_instructions(mode=self.config.mode, scope=self.config.scope, content=content)
+        return render_instructions(
+            mode=self.config.mode, scope=self.config.scope, content=content, editable=editable
+        )
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from ..formats.chat_answer import CALL_FIELDS, MESSAGE_FIELDS
 from .base import LLMError
 
-__all__ = ["RefusedFields", "sets_temperature"]
+__all__ = ["RefusedFields", "refuses_tools", "sets_temperature"]
 
 _MAX_TOKENS = "max_tokens"
 _COMPLETION_TOKENS = "max_completion_tokens"
@@ -45,7 +45,23 @@ _REFUSING = re.compile(
 )
 """How servers refuse a field they do not take (Groq's "is unsupported", pydantic's "Extra
 inputs are not permitted", OpenAI's "Additional properties are not allowed ... unexpected")."""
+_NO_TOOLS = re.compile(
+    r"(does not|doesn't|do not) support (tools|tool use|tool calling|function calling)"
+    r"|(tools|tool use|tool calling|function calling)['`\"]? (is |are )?not supported"
+    r"|that support tool use"  # a router with no provider of the model that takes tools
+    r"|tool choice requires"  # vLLM run without --enable-auto-tool-choice
+    r"|tools param requires",  # llama.cpp's server run without --jinja
+    re.IGNORECASE,
+)
+"""How servers refuse a request for its tools: a model without tool calling (Ollama's
+"<model> does not support tools"), or a server not run for them."""
 T = TypeVar("T")
+
+
+def refuses_tools(exc: LLMError) -> bool:
+    """Whether the upstream refused a call for its tools (the model, or the server as it
+    runs, takes none), not for anything the tools could change."""
+    return exc.status_code in (400, 404, 422, 500) and _NO_TOOLS.search(str(exc)) is not None
 
 
 @dataclass
