@@ -45,3 +45,14 @@ def the_thread(url: str, key: str) -> list[dict[str, Any]]:
         page = rest.get(f"/v1/threads/{threads[0]['id']}/messages", params={"limit": 100})
         found: list[dict[str, Any]] = page.json()["data"]
         return found
+
+
+def images_sent(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The URLs of the images a chat request's messages carry (a chat model reads them)."""
+    return [
+        part["image_url"]["url"]
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]

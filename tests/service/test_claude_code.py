@@ -25,7 +25,7 @@ from workingmem.service import create_app
 
 from .conftest import CONFIG, settings_for
 from .live import LiveServer, create_key
-from .real_clients import run_client, text_of, the_thread
+from .real_clients import images_sent, run_client, text_of, the_thread
 
 CLAUDE = Path(__file__).parents[1] / "clients" / "claude-code" / "node_modules" / ".bin" / "claude"
 pytestmark = pytest.mark.skipif(
@@ -134,13 +134,7 @@ def image_reader(request: dict[str, Any]) -> Reply:
     messages = request.get("messages") or []
     if request.get("model") == "cheap-model" or not request.get("tools"):
         return summarizing_responder({"messages": [{"content": text_of(messages[-1]["content"])}]})
-    images = [
-        part["image_url"]["url"].split(";", 1)[0]
-        for message in messages
-        if isinstance(message.get("content"), list)
-        for part in message["content"]
-        if part.get("type") == "image_url"
-    ]
+    images = [url.split(";", 1)[0] for url in images_sent(messages)]
     if images:
         return Reply(f"I see {', '.join(images)}.")
     if "look at chart.png" in text_of(messages[-1]["content"]):

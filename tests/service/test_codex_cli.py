@@ -6,7 +6,7 @@ Codex resumes, calls a function of the namespace; the session is one thread, eve
 once, the namespaced call with its namespace. Codex runs from ``tests/clients/codex`` (``npm
 ci`` there, as ``scripts/install dev`` does: its package ships the binary), configured by the
 docs' page (``docs/integrations/codex.md``), which switches Codex's ``web_search`` off: the
-gateway runs no hosted tool."""
+gateway runs no hosted tool. A picture Codex's ``view_image`` returns reaches a chat model."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 
 import workingmem as wm
-from tests.helpers import summarizing_responder
+from tests.helpers import assert_valid_chat_request, png_bytes, summarizing_responder
 from tests.thinking_upstreams import thinking
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import create_app
 
 from .conftest import CONFIG, settings_for
 from .live import LiveServer, create_key
-from .real_clients import run_client, text_of, the_thread
+from .real_clients import images_sent, run_client, text_of, the_thread
 
 ROOT = Path(__file__).parents[2]
 CODEX = ROOT / "tests" / "clients" / "codex" / "node_modules" / ".bin" / "codex"
@@ -144,3 +144,45 @@ def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
         "exec_command",
         "multi_agent_v1__close_agent",
     ]
+
+
+def image_viewer(chart: Path) -> Any:
+    """Views ``chart`` with Codex's ``view_image`` tool when offered it, then says how many
+    images it was sent (a chat model gets them after the results)."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        messages = request.get("messages") or []
+        if request.get("model") == "cheap-model":
+            return summarizing_responder({"messages": [{"content": "Codex session"}]})
+        images = images_sent(messages)
+        if images:
+            return Reply(f"I see {len(images)} image.")
+        if not any(message["role"] == "tool" for message in messages):
+            return Reply(None, tool_calls=[tool_call("view_image", {"path": str(chart)})])
+        return Reply("No image reached me.")
+
+    return respond
+
+
+def test_an_image_codex_views_reaches_a_chat_model(
+    database_url: str, upstream: ScriptedUpstream, tenant: str, tmp_path: Path
+) -> None:
+    """Codex's ``view_image`` answers with the picture as an ``input_image`` of its call's
+    output; a chat model, whose tool results take text alone, gets it in a user message after
+    the result, in a request OpenAI accepts (it got nothing of it)."""
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    chart = work / "chart.png"
+    chart.write_bytes(png_bytes(64, 48))
+    upstream.responder = image_viewer(chart)
+    settings = settings_for(database_url, upstream, gateway=GATEWAY)
+    with LiveServer(create_app(settings)) as live:
+        key = create_key(database_url, tenant, "tests").secret
+        (home / "config.toml").write_text(_configuration(f"{live.url}/v1"), encoding="utf-8")
+        ran = _codex(home, work, key, "Please look at chart.png.")
+    assert ran.returncode == 0, ran.stdout[-2_000:]
+    assert _answers(ran) == ["I see 1 image."]
+    for request in upstream.requests:
+        if request.get("tools"):
+            assert_valid_chat_request(request)
