@@ -32,20 +32,32 @@ class AskRequest:
 def request_turns(
     message: str | MessageIn | None, messages: Sequence[MessageIn | NativeItem] | None
 ) -> AskRequest:
-    """The request's turns: `message` alone, or `messages`, whose last must be the user's."""
+    """The request's turns: `message` alone, or `messages`, whose last must be the user's, the
+    results of the client's tool calls, or an assistant's text after one of those."""
     if (message is None) == (messages is None):
         raise ValidationError("message", "give either message or messages")
     items: list[MessageIn | NativeItem] = (
         [_user_message(message)] if message is not None else list(messages or ())
     )
     views, _ = normalize_turns(items, "message" if message is not None else "messages")
-    if not views or views[-1]["role"] not in ("user", "tool"):
+    if not views or not (views[-1]["role"] in ("user", "tool") or _goes_on(views)):
         raise ValidationError(
             "messages",
-            "the last message must be the user's, or the results of the client's tool calls: "
-            "it is what the model answers",
+            "the last message must be the user's, the results of the client's tool calls, or "
+            "an assistant's text after them for the model to go on from: it is what the model "
+            "answers",
         )
     return AskRequest(items=items, views=views)
+
+
+def _goes_on(views: Sequence[Message]) -> bool:
+    """Whether the request ends with an assistant's text after a user's message or tool
+    results: Anthropic's prefill (the model goes on from it), a front end's "continue" of an
+    answer cut short. Stored as the turn it is; the answer is the next turn."""
+    last = views[-1]
+    if last["role"] != "assistant" or last.get("tool_calls") or len(views) < 2:
+        return False
+    return views[-2]["role"] in ("user", "tool")
 
 
 def as_upstream_message(item: MessageIn | NativeItem, native: str | None) -> MessageIn:

@@ -235,7 +235,9 @@ class Gateway:
                 the new ones, or the whole history, or a part of it, edited or without its
                 last answer (`workingmem.messages.continuation`): each turn is stored once,
                 an edit or a regenerate replaces the turns after the point it changes. The
-                last is the user's, or the results of the client's tool calls.
+                last is the user's, or the results of the client's tool calls, or an
+                assistant's text after one of those (a prefill, a "continue"): stored as the
+                turn it is, the model goes on from it, and the answer is the next turn.
             tools: the client's own tools (OpenAI function tools), offered to the model with
                 the gateway's agent-memory tools. A call of one ends the answer: it is stored
                 and returned (`AskResult.tool_calls`) for the client to run.

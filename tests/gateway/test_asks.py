@@ -361,7 +361,8 @@ async def test_saying_the_first_message_again_never_rewinds_a_longer_thread(
     [
         ({}, "message"),
         ({"message": "hi", "messages": [user("hi")]}, "message"),
-        ({"messages": [user("hi"), assistant("hello")]}, "messages"),
+        ({"messages": [user("hi"), assistant("hello"), assistant("again")]}, "messages"),
+        ({"messages": [assistant("hello")]}, "messages"),
         ({"messages": []}, "messages"),
         ({"message": {"role": "assistant", "content": "hi"}}, "message"),
     ],

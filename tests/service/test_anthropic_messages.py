@@ -196,7 +196,7 @@ def test_errors_have_anthropics_shape(
     with pytest.raises(anthropic.BadRequestError) as last_is_assistant:
         ask(
             claude,
-            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hel"}],
+            [{"role": "assistant", "content": "Hel"}],  # nothing to answer, nor to go on from
             extra_headers={"X-Thread-Id": "prefill"},
         )
     body = last_is_assistant.value.body

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from tests.helpers import assert_valid_anthropic_request
+from tests.thinking_upstreams import last_answer_request
 from workingmem.llm.testing import ScriptedUpstream
 
 from .live import create_key
@@ -76,7 +77,7 @@ def test_an_original_detail_image_and_a_resent_refusal_are_taken_and_kept(
     served.chat.completions.create(
         model="answer-model", messages=history, extra_headers={"X-Thread-Id": "refused"}
     )
-    sent = upstream.requests[-1]["messages"]
+    sent = last_answer_request(upstream)  # a summary's request may come after it
     assert sent[-3]["content"][1]["image_url"]["detail"] == "original"
     refusal = [
         {"type": "text", "text": "Partly:"},

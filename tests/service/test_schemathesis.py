@@ -110,7 +110,8 @@ def target(
 
 def in_order(body: Any) -> bool:
     """The chat operation's description (`ORDER_RULES`), which JSON Schema cannot say: system
-    messages anywhere, the others the turns; the last turn the user's or tool results; each tool
+    messages anywhere, the others the turns; the last turn the user's or tool results, or an
+    assistant's text after one of those (which the model goes on from); each tool
     result right after the assistant message whose call it answers, each call answered once;
     the answer's cap and the request well within the model's window; no stream of several
     choices."""
@@ -130,7 +131,8 @@ def in_order(body: Any) -> bool:
     roles = [m.get("role") if isinstance(m, dict) else None for m in turns]
     if "function" in roles:
         return False
-    if not roles or roles[-1] not in ("user", "tool"):
+    goes_on = roles[-2:-1] in (["user"], ["tool"]) and not turns[-1].get("tool_calls")
+    if not roles or not (roles[-1] in ("user", "tool") or (roles[-1] == "assistant" and goes_on)):
         return False
     open_calls: set[str] = set()
     for message, role in zip(turns, roles, strict=True):
@@ -225,9 +227,10 @@ def within_rules(body: Any) -> Any:
 
 def transcript_in_order(body: Any) -> bool:
     """The Messages operation's description (`routes.messages.RULES`): the last user or
-    assistant message the user's; a user message's leading tool_result blocks answer the
-    tool_use blocks of the assistant message before it, each once; a system message's blocks
-    text only; the cap and the request well within the window."""
+    assistant message the user's, or an assistant's text after it (a prefill); a user
+    message's leading tool_result blocks answer the tool_use blocks of the assistant message
+    before it, each once; a system message's blocks text only; the cap and the request well
+    within the window."""
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
         return True
@@ -235,7 +238,7 @@ def transcript_in_order(body: Any) -> bool:
     if (isinstance(cap, (int, float)) and cap > 1_000) or len(json.dumps(body)) > 8_000:
         return False
     turns = [m for m in messages if not (isinstance(m, dict) and m.get("role") == "system")]
-    if not served(body, "custom") or not turns or turns[-1].get("role") != "user":
+    if not served(body, "custom") or not turns or not _answerable(turns):
         return False
     open_calls: set[str] = set()
     for message in messages:
@@ -259,6 +262,17 @@ def transcript_in_order(body: Any) -> bool:
             open_calls.discard(block["tool_use_id"])
         open_calls = set()
     return True
+
+
+def _answerable(turns: list[Any]) -> bool:
+    """The last turn the user's, or an assistant's text (a prefill) after the user's."""
+    if turns[-1].get("role") == "user":
+        return True
+    content = turns[-1].get("content")
+    blocks = content if isinstance(content, list) else []
+    texts = all(isinstance(b, dict) and b.get("type") == "text" for b in blocks)
+    before = turns[-2].get("role") if len(turns) > 1 and isinstance(turns[-2], dict) else None
+    return turns[-1].get("role") == "assistant" and texts and before == "user"
 
 
 def _labels() -> list[str]:

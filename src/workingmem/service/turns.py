@@ -10,8 +10,8 @@ client sends them again with every call (a leading one, a reminder after the use
 aider sends it, a note a few turns back as role-play front ends do), so stored they would be
 turns of the thread that move each call, read as edits. The turns are the new ones only, or the
 whole history as the client knows it (the library's placement rule decides what is new, what
-an edit or a regenerate replaces). The last is the user's, or the results of the client's tool
-calls.
+an edit or a regenerate replaces). The last is the user's, the results of the client's tool
+calls, or an assistant's text after them that the model goes on from.
 """
 
 from __future__ import annotations

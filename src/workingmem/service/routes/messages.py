@@ -62,7 +62,8 @@ __all__ = ["RULES", "router"]
 
 RULES = (
     "Messages: the last user or assistant message is the user's (its text, or the "
-    "tool_result blocks that answer the tool_use blocks of the assistant message before it); "
+    "tool_result blocks that answer the tool_use blocks of the assistant message before it), "
+    "or an assistant's text after it, which the model goes on from (a prefill); "
     "a `system` message among them is an instruction for the call, joined to the system "
     "prompt and never stored (a block of it that adds or withdraws a tool is a 400). "
     "Tools: client tools only (with an "

@@ -77,9 +77,10 @@ T = TypeVar("T")
 
 RULES = (
     "Input: text, or items whose last is the user's message (or a system / developer "
-    "message) or the outputs of the calls of the response before it, not an item of an "
-    "answer; continuing a response or a conversation, they are new items (never an edit). A "
-    "history resent with the compaction of a thread (`POST /v1/responses/compact`) continues "
+    "message) or the outputs of the calls of the response before it, or an assistant's "
+    "message after one of those, which the model goes on from; continuing a response or a "
+    "conversation, they are new items (never an edit). A history resent with the "
+    "compaction of a thread (`POST /v1/responses/compact`) continues "
     "that thread. An "
     "`item_reference` names an item of the thread the request continues, else of any of the "
     "tenant's threads, which takes its place; any other id is a 404. `conversation` and "
