@@ -22,7 +22,14 @@ from .strategies import select_window, tail_start
 from .tokens import Tokenizer
 from .types import ChatMessage, CountedTurn, Turn, WorkingMemoryState
 
-__all__ = ["KnownThread", "Window", "first_batch", "pending_turns", "read_window"]
+__all__ = [
+    "KnownThread",
+    "Window",
+    "first_batch",
+    "pending_turns",
+    "read_window",
+    "whole_turn",
+]
 
 _FIRST_READ = 64
 _MAX_READ = 4_096
@@ -173,10 +180,11 @@ async def with_files(
         return turns
     stored = await read_turns_at(store, tenant_id=tenant_id, thread_id=thread_id, seqs=wanted)
     whole = {turn.seq: turn for turn in stored}
-    return [_whole(turn, whole[turn.seq]) if turn.seq in whole else turn for turn in turns]
+    return [whole_turn(turn, whole[turn.seq]) if turn.seq in whole else turn for turn in turns]
 
 
-def _whole(turn: CountedTurn, stored: Turn) -> CountedTurn:
+def whole_turn(turn: CountedTurn, stored: Turn) -> CountedTurn:
+    """A tail read's turn whose files the read left in the store, as `stored` holds it whole."""
     return replace(turn, message=stored.to_message(), original=chat_original(stored), held=0)
 
 

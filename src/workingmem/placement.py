@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._inline_files import named_files
+from ._window_read import whole_turn
 from .agent_memory.tools import TOOL_NAMES
 from .errors import NotFoundError, ValidationError
 from .messages import (
@@ -56,6 +57,13 @@ class NewestRead:
     for `place` to start from; `tail` None for a missing thread."""
 
     tail: Tail | None
+
+    def keep_whole(self, stored: Mapping[int, Turn]) -> None:
+        """The turns whose files the read left in the store, as read whole since (`stored`,
+        by seq): a load given this read (`KnownThread`) reads their files no more."""
+        if self.tail is not None:
+            turns = self.tail.turns
+            turns[:] = [whole_turn(t, stored[t.seq]) if t.seq in stored else t for t in turns]
 
     @property
     def whole(self) -> bool:
@@ -206,7 +214,7 @@ async def _newest_visible(
             continue
         shown = visible((t.seq, t.message) for t in turns)
         if whole or len(shown) >= len(request):
-            stored = await _as_stored(store, tenant_id, thread_id, shown, turns, request)
+            stored = await _as_stored(store, tenant_id, thread_id, shown, read, request, turns)
             return stored, whole, read.tail.thread.turn_count
         limit *= 2
 
@@ -228,7 +236,7 @@ async def opening(
         if read.tail is None:
             raise NotFoundError("thread", thread_id)
         shown = visible((t.seq, t.message) for t in read.tail.turns)[:need]
-        return await _as_stored(store, tenant_id, thread_id, shown, read.tail.turns, request)
+        return await _as_stored(store, tenant_id, thread_id, shown, read, request)
     after = 0
     size = max(need, 16)
     found: list[tuple[int, MessageIn]] = []
@@ -248,15 +256,19 @@ async def _as_stored(
     tenant_id: str,
     thread_id: str,
     shown: list[tuple[int, MessageIn]],
-    turns: Sequence[CountedTurn],
+    read: NewestRead,
     request: Sequence[MessageIn],
+    turns: Sequence[CountedTurn] | None = None,
 ) -> list[tuple[int, MessageIn]]:
     """`shown`, a tail read's (seq, message) pairs, as the turns are stored, for a comparison
     with `request`: a message whose large files the read left in the store (`CountedTurn.held`)
     is read whole when a message of the request says what the stored copy says once its files
     are named (`messages.said`: it may be the same message, a client that resends the thread
     sends its files); one that none says so differs from every message of the request, and
-    its files are not read."""
+    its files are not read. A turn read whole is kept so in `read` (its `turns`, the
+    read's by default), for the window after it (`NewestRead.keep_whole`)."""
+    if turns is None:
+        turns = read.tail.turns if read.tail is not None else []
     seqs = {seq for seq, _ in shown}
     if not any(turn.held and turn.seq in seqs for turn in turns):
         return shown
@@ -267,8 +279,9 @@ async def _as_stored(
     if not held:
         return shown
     stored = await read_turns_at(store, tenant_id=tenant_id, thread_id=thread_id, seqs=held)
-    whole = {turn.seq: turn.to_message() for turn in stored}
-    return [(seq, whole.get(seq, message)) for seq, message in shown]
+    whole = {turn.seq: turn for turn in stored if turn.seq is not None}
+    read.keep_whole(whole)
+    return [(seq, whole[seq].to_message() if seq in whole else message) for seq, message in shown]
 
 
 def check_client_tools(tools: object) -> list[dict[str, Any]]:

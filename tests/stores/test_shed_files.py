@@ -13,7 +13,8 @@ import pytest
 import workingmem as wm
 from tests.helpers import assistant
 from workingmem._inline_files import SHED_BYTES
-from workingmem.placement import place
+from workingmem.memory import KnownThread
+from workingmem.placement import NewestRead, place
 from workingmem.stores.base import read_turns_at
 from workingmem.tokens import tokenizer_for
 
@@ -198,3 +199,38 @@ async def test_a_native_item_with_large_files_reads_back_unchanged(
     (listed,) = await store.list_turns(tenant_id=tenant, thread_id="th")
     (read,) = await read_turns_at(store, tenant_id=tenant, thread_id="th", seqs=[1])
     assert listed.in_format("anthropic.messages") == read.in_format("anthropic.messages") == item
+
+
+async def test_a_file_placement_read_whole_is_not_read_again_for_the_window(
+    store: wm.Store, tenant: str
+) -> None:
+    """A client that resends its history with its files (Claude Code): placement reads the
+    stored turn whole to compare it, and the window the ask loads after it, from the same
+    read, sends it without reading it again."""
+    big = photo("big", 200_000)
+    await store.append(tenant_id=tenant, thread_id="th", messages=[big, assistant("A cat.")])
+    tokenizer = tokenizer_for(MODEL)
+    for _ in range(2):  # counted, then read as the ask lock reads it
+        tail = await store.read_tail(tenant_id=tenant, thread_id="th", tokenizer=tokenizer, limit=8)
+    assert tail is not None
+    assert tail.turns[0].held
+    counting: Any = CountingReads(store)
+    read = NewestRead(tail)
+    request = [big, assistant("A cat."), {"role": "user", "content": "And now?"}]
+    found = await place(
+        counting, tenant_id=tenant, thread_id="th", request=request, tokenizer=tokenizer, read=read
+    )
+    assert found.start == 2
+    await store.append(tenant_id=tenant, thread_id="th", messages=request[2:])
+    appended = await store.list_turns(tenant_id=tenant, thread_id="th", after_seq=2)
+    loaded = await wm.WorkingMemory(store=counting).load(
+        tenant_id=tenant,
+        thread_id="th",
+        model=MODEL,
+        profile=wm.Profile(id="p", working_memory=wm.Strategy.SLIDING_WINDOW),
+        budget_tokens=100_000,
+        file_bytes=10 * 2**20,
+        known=KnownThread.after(read.tail, appended, tokenizer),
+    )
+    assert counting.read == [1]  # once, by placement
+    assert next(m for m in loaded.messages if m["role"] == "user") == big
