@@ -180,6 +180,10 @@ def test_malformed_messages_name_the_field(message: Any, field: str, reason: str
     assert reason in caught.value.reason
 
 
+SURROGATE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA\ud800"}}
+"""An image whose data is not valid Unicode."""
+
+
 def with_files(text: str, file_bytes: int) -> dict[str, Any]:
     """A user message with `text` and an image of `file_bytes` of base64 (its data URL's)."""
     url = "data:image/png;base64,"
@@ -205,6 +209,15 @@ def with_files(text: str, file_bytes: int) -> dict[str, Any]:
         pytest.param(with_files("x" * 1_000, MAX_FILE_BYTES + 1), False, id="files-over"),
         pytest.param(
             with_files("x" * (MAX_MESSAGE_BYTES + 1), 2**20), False, id="text-over-beside-files"
+        ),
+        pytest.param(
+            with_files("x" * (MAX_MESSAGE_BYTES - 100), 2**20), True, id="text-at-beside-files"
+        ),
+        pytest.param(with_files("\x01" * 180_000, 2**20), False, id="escapes-over-beside-files"),
+        pytest.param(
+            with_files("x", 1_000) | {"content": [*with_files("x", 1_000)["content"], SURROGATE]},
+            False,
+            id="surrogate-in-a-file",
         ),
     ],
 )

@@ -420,21 +420,39 @@ def _check_size(message: Message, path: str) -> None:
         bound = _JSON_FRAME_BYTES + _JSON_BYTES_PER_CHAR * sum(len(text) for text in texts)
         if bound <= MAX_MESSAGE_BYTES:
             return
-    try:
-        size = len(dumps_message(message).encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise _not_unicode(path) from exc
     files = carried_bytes(message)
     if files > MAX_FILE_BYTES:
         raise ValidationError(
             path, f"carries {files} bytes of base64 files; the limit is {MAX_FILE_BYTES}"
         )
-    if size - files > MAX_MESSAGE_BYTES:
+    measured, left_out = _without_files(message) if files else (message, 0)
+    try:
+        size = len(dumps_message(measured).encode("utf-8")) - (files - left_out)
+    except UnicodeEncodeError as exc:
+        raise _not_unicode(path) from exc
+    if size > MAX_MESSAGE_BYTES:
         raise ValidationError(
             path,
-            f"is {size - files} bytes once serialized (besides its files); "
+            f"is {size} bytes once serialized (besides its files); "
             f"the limit is {MAX_MESSAGE_BYTES}",
         )
+
+
+def _without_files(message: Message) -> tuple[Message, int]:
+    """`message` with the base64 of its inline files left out, and the characters left out:
+    what it weighs besides them, measured without serializing megabytes of ASCII that JSON
+    takes as it is (a payload of anything else stays, to be encoded and subtracted)."""
+    parts: list[Any] = []
+    left_out = 0
+    for part in message.get("content") or ():
+        kind = part.get("type")
+        payload = part[kind][_PAYLOAD[kind]] if inline_bytes(part) else None
+        if payload is None or not payload.isascii():
+            parts.append(part)
+            continue
+        left_out += len(payload)
+        parts.append({**part, kind: {**part[kind], _PAYLOAD[kind]: ""}})
+    return cast(Message, {**message, "content": parts}), left_out
 
 
 @dataclass(slots=True)
