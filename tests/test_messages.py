@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import workingmem as wm
+from workingmem.formats.anthropic import turns_of as anthropic_turns_of
 from workingmem.messages import (
     ID_PATTERN,
     MAX_FILE_BYTES,
@@ -19,6 +20,7 @@ from workingmem.messages import (
     MAX_PARTS,
     check_id,
     normalize_messages,
+    normalize_turns,
 )
 
 
@@ -396,3 +398,72 @@ def test_an_assistant_messages_refusal_field_is_kept_as_a_refusal_part_after_its
     with pytest.raises(wm.ValidationError) as bad:
         normalize_messages([{"role": "assistant", "content": "x", "refusal": ["no"]}])
     assert bad.value.field == "messages[0].refusal"
+
+
+def claude_photo(data: str, text: str = "Look.", *more: Any) -> wm.NativeItem:
+    """A Claude user message of an image of base64 `data` (and `more` blocks), with its chat
+    view."""
+    (turn,) = anthropic_turns_of(
+        [
+            {
+                "role": "user",
+                "content": [
+                    *more,
+                    {"type": "text", "text": text},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": data},
+                    },
+                ],
+            }
+        ]
+    )
+    return turn
+
+
+def found(text: str) -> dict[str, Any]:
+    """A search result block (Claude's), whose text no chat view carries."""
+    content = [{"type": "text", "text": text}]
+    return {"type": "search_result", "source": "s", "title": "t", "content": content}
+
+
+@pytest.mark.parametrize("texts", [True, False], ids=["stored", "checked"])
+@pytest.mark.parametrize(
+    ("item", "fits"),
+    [
+        pytest.param(claude_photo("A" * 5 * 2**20), True, id="5-mib-photo"),
+        pytest.param(claude_photo("A" * (MAX_FILE_BYTES + 1)), False, id="files-over"),
+        pytest.param(
+            claude_photo("A" * 2**20, text="\x01" * 180_000), False, id="escapes-over-beside"
+        ),
+        pytest.param(
+            claude_photo("A" * MAX_FILE_BYTES, text="\u00e9" * 530_000), False, id="bytes-over"
+        ),
+        pytest.param(claude_photo("A" * 2**20 + "\ud800"), False, id="surrogate-in-the-file"),
+        pytest.param(  # a block the view leaves out (its text is not the window's)
+            claude_photo("A" * 2**20, "Look.", found("x" * (MAX_FILE_BYTES + 2**20))),
+            False,
+            id="unviewed-over",
+        ),
+        pytest.param(
+            claude_photo("A" * 2**20, "Look.", found("\x01" * 4_000_000)),
+            False,
+            id="unviewed-escapes-over",
+        ),
+        pytest.param(
+            claude_photo("A" * 2**20, "Look.", found("x" * 2**20)), True, id="unviewed-fits"
+        ),
+    ],
+)
+def test_a_native_item_is_measured_as_its_json_whether_or_not_its_text_is_kept(
+    item: wm.NativeItem, fits: bool, texts: bool
+) -> None:
+    """An original's limit (`MAX_MESSAGE_BYTES` and `MAX_FILE_BYTES` together) is on its JSON
+    in UTF-8, escapes and multi-byte characters included, whether the check keeps the text (a
+    store's append) or measures it (a request checked before it is stored)."""
+    if fits:
+        _, (origin,) = normalize_turns([item], texts=texts)
+        assert (origin.text is not None) is texts
+    else:
+        with pytest.raises(wm.ValidationError):
+            normalize_turns([item], texts=texts)

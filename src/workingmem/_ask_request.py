@@ -39,7 +39,7 @@ def request_turns(
     items: list[MessageIn | NativeItem] = (
         [_user_message(message)] if message is not None else list(messages or ())
     )
-    views, _ = normalize_turns(items, "message" if message is not None else "messages")
+    views, _ = normalize_turns(items, "message" if message is not None else "messages", texts=False)
     if not views or not (views[-1]["role"] in ("user", "tool") or _goes_on(views)):
         raise ValidationError(
             "messages",

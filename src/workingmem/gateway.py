@@ -600,7 +600,7 @@ class Gateway:
             )
             versions = [state, *versions]
         stored = (history[-1].seq or 0) if history else 0
-        views, _ = normalize_turns(list(messages), "messages", limit=None)  # read, not stored
+        views, _ = normalize_turns(list(messages), "messages", limit=None, texts=False)  # read
         new = [
             Turn.from_message(
                 view,
