@@ -31,7 +31,7 @@ from .messages import (
 )
 from .stores.base import Tail, TurnStore, read_turns, read_turns_at
 from .tokens import Tokenizer
-from .types import CountedTurn, MessageIn, Turn
+from .types import MessageIn, Turn
 
 __all__ = [
     "GATEWAY_TOOLS",
@@ -214,7 +214,7 @@ async def _newest_visible(
             continue
         shown = visible((t.seq, t.message) for t in turns)
         if whole or len(shown) >= len(request):
-            stored = await _as_stored(store, tenant_id, thread_id, shown, read, request, turns)
+            stored = await _as_stored(store, tenant_id, thread_id, shown, read, request)
             return stored, whole, read.tail.thread.turn_count
         limit *= 2
 
@@ -258,17 +258,15 @@ async def _as_stored(
     shown: list[tuple[int, MessageIn]],
     read: NewestRead,
     request: Sequence[MessageIn],
-    turns: Sequence[CountedTurn] | None = None,
 ) -> list[tuple[int, MessageIn]]:
     """`shown`, a tail read's (seq, message) pairs, as the turns are stored, for a comparison
     with `request`: a message whose large files the read left in the store (`CountedTurn.held`)
     is read whole when a message of the request says what the stored copy says once its files
     are named (`messages.said`: it may be the same message, a client that resends the thread
     sends its files); one that none says so differs from every message of the request, and
-    its files are not read. A turn read whole is kept so in `read` (its `turns`, the
-    read's by default), for the window after it (`NewestRead.keep_whole`)."""
-    if turns is None:
-        turns = read.tail.turns if read.tail is not None else []
+    its files are not read. A turn read whole is kept so in `read`, the read `shown` comes
+    from, for the window after it (`NewestRead.keep_whole`)."""
+    turns = read.tail.turns if read.tail is not None else []
     seqs = {seq for seq, _ in shown}
     if not any(turn.held and turn.seq in seqs for turn in turns):
         return shown

@@ -27,7 +27,13 @@ from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 from . import unserved_tool
 from .anthropic_system import SYSTEM_ROLE
-from .files import chat_part_of_document, document_of_chat_part, image_url_of
+from .files import (
+    carries_files,
+    chat_part_of_document,
+    document_of_chat_part,
+    image_url_of,
+    text_or_parts,
+)
 
 __all__ = [
     "ERROR_TYPES",
@@ -172,7 +178,7 @@ def _user_view(blocks: list[dict[str, Any]]) -> Message:
             parts.append(_text_part(_json(block)))
         elif block["type"] in _VIEWED:
             parts.extend(_chat_parts(block))
-    return {"role": "user", "content": _joined_if_text(parts)}
+    return {"role": "user", "content": text_or_parts(parts)}
 
 
 _VIEWED = ("text", "image", "document")
@@ -199,13 +205,6 @@ def _text_part(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _joined_if_text(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """Parts of text alone as one text (what the view of such content always was)."""
-    if all(part["type"] == "text" for part in parts):
-        return "\n".join(part["text"] for part in parts)
-    return parts
-
-
 def _tool_view(block: Mapping[str, Any]) -> Message:
     """A ``tool_result`` block as a tool turn: its text, and the images and documents a tool
     returned (a screenshot, a PDF it read) as the chat parts that carry them; any other block
@@ -221,7 +220,7 @@ def _tool_view(block: Mapping[str, Any]) -> Message:
             parts.extend(_chat_parts(inner))
         else:
             parts.append(_text_part(f"[{inner.get('type')}]"))
-    said = _joined_if_text(parts)
+    said = text_or_parts(parts)
     if block.get("is_error"):
         error = "Error:"
         said = f"{error} {said}" if isinstance(said, str) else [_text_part(error), *said]
@@ -274,7 +273,7 @@ def message_of(message: Mapping[str, Any]) -> dict[str, Any]:
         result: str | list[dict[str, Any]] = (
             content if isinstance(content, str) else _parts_text(content)
         )
-        if isinstance(content, list) and not _all_text(content):  # it returned files
+        if isinstance(content, list) and carries_files(content):  # it returned files
             result = [_block_of(part) for part in content if part.get("text") != ""]
         block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": result}
         return {"role": "user", "content": [block]}
@@ -311,10 +310,6 @@ def _block_of(part: Mapping[str, Any]) -> dict[str, Any]:
             }
         return {"type": "image", "source": {"type": "url", "url": url}}
     return {"type": "text", "text": str(part.get("text", ""))}
-
-
-def _all_text(content: list[dict[str, Any]]) -> bool:
-    return all(part.get("type") == "text" for part in content)
 
 
 def _parts_text(content: object) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from ..data_urls import data_url, decoded_data_url, is_pdf, is_text, split_data_url
 
 __all__ = [
+    "carries_files",
     "chat_part_of_bytes",
     "chat_part_of_document",
     "chat_part_of_input_file",
@@ -26,6 +27,7 @@ __all__ = [
     "image_url_of",
     "input_file_of_chat_part",
     "label",
+    "text_or_parts",
 ]
 
 _DOCUMENT_NAME = "document.pdf"
@@ -35,6 +37,17 @@ _DOCUMENT_NAME = "document.pdf"
 
 def _said(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
+
+
+def carries_files(content: object) -> bool:
+    """Whether a chat content carries more than text: parts of images, files, recordings."""
+    return isinstance(content, list) and any(part.get("type") != "text" for part in content)
+
+
+def text_or_parts(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """Chat parts as a view's content: parts of text alone as one text (what the views of
+    such content always were, and compare as), else the parts."""
+    return parts if carries_files(parts) else "\n".join(part["text"] for part in parts)
 
 
 def label(part: Mapping[str, Any]) -> str:

@@ -26,7 +26,7 @@ from ..types import Message, NativeItem, Turn
 from .breakpoints import BREAKPOINT
 from .client_tools import INPUT, flat_name
 from .compaction import notes_of, text_of_notes
-from .files import chat_part_of_input_file, input_file_of_chat_part
+from .files import carries_files, chat_part_of_input_file, input_file_of_chat_part, text_or_parts
 
 __all__ = [
     "FORMAT",
@@ -218,13 +218,13 @@ def _tool_view(item: Mapping[str, Any]) -> Message:
     """A call's output as a tool turn: its text, and the images and files a tool returned
     (``input_image``, ``input_file`` in a list output) as the chat parts that carry them."""
     output = item.get("output")
-    content: str | list[dict[str, Any]]
-    if isinstance(output, str):
-        content = output
-    elif isinstance(output, list) and any(_is_file(part) for part in output):
-        content = _chat_parts(output)
-    else:
-        content = _text(output) if isinstance(output, list) else _json(output)
+    content = (
+        output
+        if isinstance(output, str)
+        else text_or_parts(_chat_parts(output))
+        if isinstance(output, list)
+        else _json(output)
+    )
     return {"role": "tool", "tool_call_id": item["call_id"], "content": content}
 
 
@@ -238,13 +238,7 @@ def _user_view(item: Mapping[str, Any]) -> Message:
     if isinstance(content, str):
         return {"role": "user", "content": content}
     parts = _chat_parts(content if isinstance(content, list) else [])
-    if all(part["type"] == "text" for part in parts):
-        return {"role": "user", "content": "\n".join(part["text"] for part in parts)}
-    return {"role": "user", "content": parts}
-
-
-def _is_file(part: object) -> bool:
-    return isinstance(part, Mapping) and part.get("type") in ("input_image", "input_file")
+    return {"role": "user", "content": text_or_parts(parts)}
 
 
 def _chat_parts(content: list[Any]) -> list[dict[str, Any]]:
@@ -309,7 +303,7 @@ def items_of_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     content = message.get("content")
     if role == "tool":
         output: str | list[dict[str, Any]] = _text(content)
-        if isinstance(content, list) and any(part["type"] != "text" for part in content):
+        if isinstance(content, list) and carries_files(content):
             output = [_input_part(part) for part in content]  # the files a tool returned
         return [
             {"type": "function_call_output", "call_id": message["tool_call_id"], "output": output}

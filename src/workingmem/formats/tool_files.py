@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..types import MessageIn
-from .files import label
+from .files import carries_files, label
 
 __all__ = ["lifted"]
 
@@ -47,7 +47,4 @@ def lifted(messages: Sequence[MessageIn]) -> Sequence[MessageIn]:
 
 
 def _returned_files(message: Mapping[str, Any]) -> bool:
-    if message.get("role") != "tool":
-        return False
-    content = message.get("content")
-    return isinstance(content, list) and any(part.get("type") != "text" for part in content)
+    return message.get("role") == "tool" and carries_files(message.get("content"))
