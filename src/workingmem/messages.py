@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -226,9 +226,9 @@ def _origin(format: object, item: object, path: str, text: bool, view: Message) 
     try:
         if text or not carried_bytes(view):
             serialized = _item_json(item)
-            size = len(serialized.encode("utf-8"))
+            size = _bytes(serialized)
         else:
-            size = _json_size(item)
+            size = _json_size(item, _item_json)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{path}.item", f"is not JSON: {exc}") from exc
     except UnicodeEncodeError as exc:
@@ -247,9 +247,14 @@ _PLAIN_MIN = 4096
 """The length from which a string is measured rather than serialized (`_json_size`)."""
 
 
-def _json_size(item: object) -> int:
-    """The bytes of `item`'s JSON (`_item_json`), its long ASCII strings that JSON takes as
-    they are (base64) counted rather than serialized. An item nests at most `MAX_DEPTH`."""
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _json_size(value: Any, dumps: Callable[[Any], str]) -> int:
+    """The bytes of `value`'s JSON as `dumps` writes it, its long strings that JSON writes as
+    they are (the base64 of files) counted rather than serialized. A value checked nests at
+    most `MAX_DEPTH` levels."""
     left_out = 0
 
     def measured(node: object) -> object:
@@ -265,7 +270,7 @@ def _json_size(item: object) -> int:
             return [measured(value) for value in node]
         return node
 
-    return len(_item_json(measured(item)).encode("utf-8")) + left_out
+    return _bytes(dumps(measured(value))) + left_out
 
 
 _AS_IS = bytes(range(0x20, 0x7F)).replace(b'"', b"").replace(b"\\", b"")
@@ -479,9 +484,9 @@ def _check_size(message: Message, path: str) -> None:
         raise ValidationError(
             path, f"carries {files} bytes of base64 files; the limit is {MAX_FILE_BYTES}"
         )
-    measured, left_out = _without_files(message) if files else (message, 0)
-    try:
-        size = len(dumps_message(measured).encode("utf-8")) - (files - left_out)
+    try:  # measured without serializing the files' base64 (`_json_size`)
+        whole = _json_size(message, dumps_message) if files else _bytes(dumps_message(message))
+        size = whole - files
     except UnicodeEncodeError as exc:
         raise _not_unicode(path) from exc
     if size > MAX_MESSAGE_BYTES:
@@ -490,23 +495,6 @@ def _check_size(message: Message, path: str) -> None:
             f"is {size} bytes once serialized (besides its files); "
             f"the limit is {MAX_MESSAGE_BYTES}",
         )
-
-
-def _without_files(message: Message) -> tuple[Message, int]:
-    """`message` with the base64 of its inline files left out, and the characters left out:
-    what it weighs besides them, measured without serializing megabytes of ASCII that JSON
-    takes as it is (a payload of anything else stays, to be encoded and subtracted)."""
-    parts: list[Any] = []
-    left_out = 0
-    for part in message.get("content") or ():
-        kind = part.get("type")
-        payload = part[kind][_PAYLOAD[kind]] if inline_bytes(part) else None
-        if payload is None or not payload.isascii():
-            parts.append(part)
-            continue
-        left_out += len(payload)
-        parts.append({**part, kind: {**part[kind], _PAYLOAD[kind]: ""}})
-    return cast(Message, {**message, "content": parts}), left_out
 
 
 @dataclass(slots=True)
