@@ -186,10 +186,12 @@ SURROGATE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA
 """An image whose data is not valid Unicode."""
 
 
-def with_files(text: str, file_bytes: int) -> dict[str, Any]:
-    """A user message with `text` and an image of `file_bytes` of base64 (its data URL's)."""
+def with_files(text: str, file_bytes: int, tail: str = "") -> dict[str, Any]:
+    """A user message with `text` and an image of `file_bytes` of base64 (its data URL's),
+    its data ending with `tail`."""
     url = "data:image/png;base64,"
-    image = {"type": "image_url", "image_url": {"url": url + "A" * (file_bytes - len(url))}}
+    data = "A" * (file_bytes - len(url) - len(tail)) + tail
+    image = {"type": "image_url", "image_url": {"url": url + data}}
     return {"role": "user", "content": [{"type": "text", "text": text}, image]}
 
 
@@ -214,6 +216,11 @@ def with_files(text: str, file_bytes: int) -> dict[str, Any]:
         ),
         pytest.param(
             with_files("x" * (MAX_MESSAGE_BYTES - 100), 2**20), True, id="text-at-beside-files"
+        ),
+        pytest.param(  # a payload's escapes are JSON the message takes besides the base64
+            with_files("x" * (MAX_MESSAGE_BYTES - 100), 2**20, '"' * 200),
+            False,
+            id="escapes-in-a-file-over",
         ),
         pytest.param(with_files("\x01" * 180_000, 2**20), False, id="escapes-over-beside-files"),
         pytest.param(
