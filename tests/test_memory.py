@@ -334,3 +334,20 @@ async def test_load_counts_with_the_models_own_tokenizer(
     o200k = wm.count_tokens([user(text)], GPT4O)
     cl100k = wm.count_tokens([user(text)], wm.ModelInfo(id="gpt-4", context_window=8_192))
     assert o200k != cl100k
+
+
+async def test_a_prefill_goes_last_with_the_user_turn_before_it(
+    store: wm.ThreadStore, tenant: str
+) -> None:
+    """R3 with a request that ends with the assistant's text the model goes on from (a
+    prefill): the current exchange is the user's turn and that text, kept whole and last
+    however tight the budget, and the window still opens on the user's turn."""
+    big = "word " * 60
+    messages = [user(big), assistant(big), user("Who am I, as JSON?"), assistant("{")]
+    await store.append(tenant_id=tenant, thread_id="th", messages=messages)
+    current = wm.count_tokens(messages[2:], GPT4O)
+    tight = memory(store, SLIDING.model_copy(update={"chat_history_ratio": 1.0}))
+    loaded = await load(tight, tenant, current + 5)
+    assert loaded.messages == messages[2:]
+    roomy = await load(memory(store), tenant)
+    assert roomy.messages == messages
