@@ -291,9 +291,7 @@ class Ask:
         )
 
     def _memory_tools(self) -> bool:
-        """Whether the model may be offered the agent-memory tools: not once its upstream
-        refused them (`Gateway.toolless_models`)."""
-        return self.plan.model.id not in self.gateway.toolless_models
+        return self.gateway.takes_tools(self.plan.model.id)
 
     def _learn_toolless(self, refusal: LLMError) -> None:
         model = self.plan.model.id

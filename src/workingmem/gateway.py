@@ -418,6 +418,11 @@ class Gateway:
                 tenant_id=tenant_id, conversation_id=on, key=key, newest_seq=asked.turns[-1].seq
             )
 
+    def takes_tools(self, model: str) -> bool:
+        """Whether `model` is offered the agent-memory tools: not once its upstream refused
+        them (`toolless_models`)."""
+        return model not in self.toolless_models
+
     def _window_read(
         self, plan: CallPlan, request: AskRequest, passthrough: Sequence[MessageIn] | None
     ) -> tuple[int, int | None] | None:
@@ -538,7 +543,7 @@ class Gateway:
             if placed.turn_count
             else self.assembler.opening
         )
-        editable = plan.model.id not in self.toolless_models
+        editable = self.takes_tools(plan.model.id)
         offer = [*(agent_tools(self.agent_memory, user_id) if editable else []), *client_tools]
         context = await assemble(
             tenant_id=tenant_id,
