@@ -222,15 +222,21 @@ def test_a_history_resent_whole_keeps_the_call_in_its_namespace(
 def test_a_namespace_the_gateway_cannot_offer_is_refused(
     tools: Any, param: str, named: str, oai: openai.OpenAI, api: httpx.Client
 ) -> None:
+    assert_refused(oai, api, (param, named), thread="n3", input=ASK, tools=tools)
+
+
+def assert_refused(
+    oai: openai.OpenAI, api: httpx.Client, error: tuple[str, str], *, thread: str, **request: Any
+) -> None:
+    """`request` is a 400 whose param is `error`'s first, its message saying its second, to
+    create a response and to count its tokens; nothing was stored."""
     with pytest.raises(openai.BadRequestError) as raised:
-        oai.responses.create(
-            model="answer-model", input=ASK, tools=tools, extra_headers={"X-Thread-Id": "n3"}
-        )
+        oai.responses.create(model="answer-model", extra_headers={"X-Thread-Id": thread}, **request)
     found, message = refused(raised)
-    assert (found, named in message) == (param, True), message
+    assert (found, error[1] in message) == (error[0], True), message
     with pytest.raises(openai.BadRequestError):
-        oai.responses.input_tokens.count(model="answer-model", input=ASK, tools=tools)
-    stored_nothing(api, "n3")
+        oai.responses.input_tokens.count(model="answer-model", **request)
+    stored_nothing(api, thread)
 
 
 def test_an_empty_namespace_is_refused_by_the_schema(oai: openai.OpenAI, api: httpx.Client) -> None:

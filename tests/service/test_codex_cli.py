@@ -10,11 +10,15 @@ gateway runs no hosted tool. A picture Codex's ``view_image`` returns reaches a 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,7 @@ import workingmem as wm
 from tests.helpers import assert_valid_chat_request, png_bytes, summarizing_responder
 from tests.thinking_upstreams import thinking
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
-from workingmem.service import create_app
+from workingmem.service import ServiceSettings, create_app
 
 from .conftest import CONFIG, settings_for
 from .live import LiveServer, create_key
@@ -87,6 +91,30 @@ def _codex(home: Path, work: Path, key: str, *args: str) -> subprocess.Completed
     )
 
 
+@dataclass(frozen=True)
+class _Session:
+    """A gateway served for Codex: where, its key, and Codex run in `work` against it."""
+
+    url: str
+    key: str
+    work: Path
+    run: Callable[..., subprocess.CompletedProcess[str]]
+
+
+@contextmanager
+def _serving_codex(
+    settings: ServiceSettings, database_url: str, tenant: str, tmp_path: Path
+) -> Iterator[_Session]:
+    """The gateway of `settings` on a live server, and Codex configured by the docs' page."""
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    with LiveServer(create_app(settings)) as live:
+        key = create_key(database_url, tenant, "tests").secret
+        (home / "config.toml").write_text(_configuration(f"{live.url}/v1"), encoding="utf-8")
+        yield _Session(live.url, key, work, functools.partial(_codex, home, work, key))
+
+
 def _answers(ran: subprocess.CompletedProcess[str]) -> list[str]:
     """The agent's messages of a ``codex exec --json`` run."""
     events = [json.loads(line) for line in ran.stdout.splitlines() if line.startswith("{")]
@@ -109,17 +137,12 @@ def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
     upstream.responder = thinking(codex_model) if upstream_api == "chat-thinking" else codex_model
     upstream_api = upstream_api.removesuffix("-thinking")
     settings = settings_for(database_url, upstream, gateway=GATEWAY, upstream_api=upstream_api)
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    with LiveServer(create_app(settings)) as live:
-        key = create_key(database_url, tenant, "tests").secret
-        (home / "config.toml").write_text(_configuration(f"{live.url}/v1"), encoding="utf-8")
-        first = _codex(home, work, key, "Please run the check.")
+    with _serving_codex(settings, database_url, tenant, tmp_path) as codex:
+        first = codex.run("Please run the check.")
         assert first.returncode == 0, first.stdout[-2_000:]
-        second = _codex(home, work, key, "resume", "--last", "Now close the agent.")
+        second = codex.run("resume", "--last", "Now close the agent.")
         assert second.returncode == 0, second.stdout[-2_000:]
-        messages = the_thread(live.url, key)
+        messages = the_thread(codex.url, codex.key)
 
     assert _answers(first) == ["The tool said: codex-ok"]
     # Codex ran the call in its agents' namespace: the call came back with it
@@ -170,19 +193,65 @@ def test_an_image_codex_views_reaches_a_chat_model(
     """Codex's ``view_image`` answers with the picture as an ``input_image`` of its call's
     output; a chat model, whose tool results take text alone, gets it in a user message after
     the result, in a request OpenAI accepts (it got nothing of it)."""
-    home, work = tmp_path / "codex-home", tmp_path / "work"
-    home.mkdir()
-    work.mkdir()
-    chart = work / "chart.png"
-    chart.write_bytes(png_bytes(64, 48))
-    upstream.responder = image_viewer(chart)
     settings = settings_for(database_url, upstream, gateway=GATEWAY)
-    with LiveServer(create_app(settings)) as live:
-        key = create_key(database_url, tenant, "tests").secret
-        (home / "config.toml").write_text(_configuration(f"{live.url}/v1"), encoding="utf-8")
-        ran = _codex(home, work, key, "Please look at chart.png.")
+    with _serving_codex(settings, database_url, tenant, tmp_path) as codex:
+        chart = codex.work / "chart.png"
+        chart.write_bytes(png_bytes(64, 48))
+        upstream.responder = image_viewer(chart)
+        ran = codex.run("Please look at chart.png.")
     assert ran.returncode == 0, ran.stdout[-2_000:]
     assert _answers(ran) == ["I see 1 image."]
     for request in upstream.requests:
         if request.get("tools"):
             assert_valid_chat_request(request)
+
+
+SEARCHING = "gpt-5.5"
+"""A model Codex has metadata for: it offers a ``tool_search``, its agents' tools deferred."""
+
+
+def searching_model(request: dict[str, Any]) -> Reply:
+    """Searches for a tool to close an agent, calls it once it is offered, and says what it
+    returned; in chat's words or in the Responses API's."""
+    if request.get("model") == "cheap-model":
+        return summarizing_responder({"messages": [{"content": "Codex session"}]})
+    turns = request.get("messages") or request.get("input") or []
+    last = turns[-1]
+    output = last.get("content") if last.get("role") == "tool" else last.get("output")
+    if last.get("type") == "function_call_output" or last.get("role") == "tool":
+        if "multi_agent_v1__close_agent" not in str(request.get("tools")):
+            return Reply(f"The search found nothing to close: {text_of(output)}")
+        if "invalid agent id" in text_of(output):
+            return Reply(f"The tool said: {text_of(output).strip().splitlines()[-1]}")
+        call = tool_call("multi_agent_v1__close_agent", {"target": "agent-x"}, id="call_close")
+        return Reply(None, tool_calls=[call])
+    return Reply(None, tool_calls=[tool_call("tool_search", {"query": "close agent"}, id="s1")])
+
+
+@pytest.mark.parametrize("upstream_api", ["chat", "responses"])
+def test_codex_finds_its_agents_tools_with_its_tool_search(
+    upstream_api: str,
+    database_url: str,
+    upstream: ScriptedUpstream,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    """For a model it knows, Codex defers its agents' tools behind a ``tool_search`` it runs
+    itself: the model searches, is offered the tools found, and calls one in its namespace."""
+    upstream.responder = searching_model
+    models = {**GATEWAY.models, SEARCHING: wm.ModelInfo(id=SEARCHING, context_window=400_000)}
+    gateway = GATEWAY.model_copy(update={"models": models})
+    settings = settings_for(database_url, upstream, gateway=gateway, upstream_api=upstream_api)
+    with _serving_codex(settings, database_url, tenant, tmp_path) as codex:
+        ran = codex.run("-m", SEARCHING, "Close the agent.")
+        messages = the_thread(codex.url, codex.key)
+    assert ran.returncode == 0, ran.stdout[-2_000:]
+    assert _answers(ran)[-1].startswith("The tool said: invalid agent id agent-x"), _answers(ran)
+    calls = [m["tool_calls"][0]["function"]["name"] for m in messages if m.get("tool_calls")]
+    assert calls == ["tool_search", "multi_agent_v1__close_agent"]
+    (found,) = [m["content"] for m in messages if m["role"] == "tool"][:1]
+    assert found.startswith("Tools found, callable from now on: ")
+    assert "multi_agent_v1__close_agent" in found
+    answering = [r for r in upstream.requests if r.get("model") != "cheap-model"]
+    offered = [str(r.get("tools")) for r in answering]
+    assert ["multi_agent_v1__close_agent" in tools for tools in offered] == [False, True, True]

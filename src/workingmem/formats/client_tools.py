@@ -7,13 +7,17 @@ upstream that speaks Responses gets them back as function tools), so:
   before its own;
 - a ``custom`` tool (free-form text input, maybe in a grammar, as Codex sends ``apply_patch``
   for GPT-5 models): a function of one string parameter, ``input``, its format in that
-  parameter's description.
+  parameter's description;
+- a ``tool_search`` the client runs (``execution: "client"``, as Codex sends it for the models
+  it knows): a function ``tool_search`` of its parameters. The client answers a call with a
+  ``tool_search_output`` whose ``tools`` the model may call from then on: the tools such outputs
+  of the request loaded (`Loaded`) are offered after the request's own.
 
 A call of such a function comes back as the client's item (a ``function_call`` naming its
-``namespace``, a ``custom_tool_call`` with its ``input``), and such items, stored, are seen by
-the upstream as the calls it was offered.
+``namespace``, a ``custom_tool_call`` with its ``input``, a ``tool_search_call`` with its
+``arguments``), and such items, stored, are seen by the upstream as the calls it was offered.
 
-    tools, offered = offer(request_tools)     # the chat tools; chat name -> Offered
+    tools, offered = offer(request_tools, loaded=searches)   # chat tools; chat name -> Offered
     item = in_client_words(call_item, offered)
     flat = as_offered(stored_item)            # a stored item in the upstream's words
 """
@@ -21,6 +25,7 @@ the upstream as the calls it was offered.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,11 +36,15 @@ from . import unserved_tool
 __all__ = [
     "INPUT",
     "SEPARATOR",
+    "TOOL_SEARCH",
+    "Loaded",
     "Offered",
     "as_offered",
     "flat_name",
     "in_client_words",
     "offer",
+    "search_arguments",
+    "search_result_text",
 ]
 
 SEPARATOR = "__"
@@ -43,7 +52,16 @@ INPUT = "input"
 """The one parameter of a custom tool's function: its free-form input."""
 _MAX_NAME = 64
 """The longest function name OpenAI's and Anthropic's APIs take."""
+TOOL_SEARCH = "tool_search"
+"""The function a client's ``tool_search`` is offered as (the name its description uses)."""
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SERVED = ("function", "custom")
+_SEARCH_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "What the tools should do."}},
+    "required": ["query"],
+}
+"""A client's ``tool_search`` without its own parameters: a query."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +71,17 @@ class Offered:
     name: str
     namespace: str | None = None
     custom: bool = False
+    search: bool = False
+    """The client's ``tool_search``: a call of it is a ``tool_search_call``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """The tools one ``tool_search_output`` of a request loaded, and where it is (``input[3].``,
+    which the errors about them name)."""
+
+    where: str
+    tools: object
 
 
 def _joined(namespace: str | None, name: str) -> str:
@@ -66,48 +95,140 @@ def flat_name(item: Mapping[str, Any]) -> str:
 
 
 def _each(
-    tools: Sequence[Mapping[str, Any]],
+    tools: object, where: str = ""
 ) -> list[tuple[str, int, Mapping[str, Any], Mapping[str, Any] | None]]:
-    """Every tool the client runs, with where it is in the request (the field of its list,
-    its index) and the namespace tool it is in."""
+    """Every tool the client runs, with where it is (the field of its list, `where` first,
+    and its index) and the namespace tool it is in. A list that is no list of tools (a
+    ``tool_search_output``'s, which no schema checked) is refused, named."""
     found: list[tuple[str, int, Mapping[str, Any], Mapping[str, Any] | None]] = []
-    for index, tool in enumerate(tools):
+    for index, tool in enumerate(_listed(tools, f"{where}tools")):
         if tool.get("type") != "namespace":
-            found.append(("", index, tool, None))
+            found.append((where, index, tool, None))
             continue
-        for inner, grouped in enumerate(tool.get("tools") or ()):
-            found.append((f"tools[{index}].", inner, grouped, tool))
+        within = f"{where}tools[{index}]."
+        for inner, grouped in enumerate(_listed(tool.get("tools"), f"{within}tools")):
+            found.append((within, inner, grouped, tool))
     return found
 
 
-def offer(tools: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
-    """A request's tools as chat function tools, and by their chat names those that chat has
-    no word for (a namespace's, a custom tool), to read the calls back. A tool of a type no
-    upstream is offered (a hosted tool), a name past 64 characters, or one two tools would
-    share, is refused, named."""
+def _listed(tools: object, where: str) -> list[Mapping[str, Any]]:
+    if not isinstance(tools, list) or not all(isinstance(tool, Mapping) for tool in tools):
+        raise ValidationError(where, "must be a list of tools (objects)")
+    return tools
+
+
+def offer(
+    tools: Sequence[Mapping[str, Any]], *, loaded: Sequence[Loaded] = ()
+) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
+    """A request's tools as chat function tools, then those its ``tool_search_output`` items
+    `loaded` (each once: a tool loaded again, or one the request offers itself, is offered
+    as first given); and by their chat names those that chat has no word for (a namespace's,
+    a custom tool, the client's ``tool_search``), to read the calls back. A tool of a type no
+    upstream is offered (a hosted tool), a name past 64 characters, or one two of the
+    request's tools would share, is refused, named."""
     functions: list[dict[str, Any]] = []
     offered: dict[str, Offered] = {}
     taken: set[str] = set()
-    for within, index, tool, group in _each(tools):
-        kind = tool.get("type")
-        if kind not in _SERVED:
-            raise unserved_tool(index, kind, "function and custom", within=within)
-        namespace = str(group["name"]) if group is not None else None
-        name = _joined(namespace, str(tool["name"]))
-        where = f"{within}tools[{index}].name"
-        if len(name) > _MAX_NAME:
-            raise ValidationError(
-                where,
-                f"{name!r}: a namespace's tool is offered to the model as "
-                f"'<namespace>{SEPARATOR}<name>', at most {_MAX_NAME} characters",
-            )
+    for within, index, tool, group in _each(list(tools)):
+        if tool.get("type") == TOOL_SEARCH and not within:
+            name, function, found = _search(tool, index)
+            where = f"tools[{index}]"
+        else:
+            name, function, found = _client_tool(within, index, tool, group)
+            where = f"{within}tools[{index}].name"
         if name in taken:
             raise ValidationError(where, f"{name!r} names two tools")
         taken.add(name)
-        if namespace is not None or kind == "custom":
-            offered[name] = Offered(str(tool["name"]), namespace, custom=kind == "custom")
-        functions.append(_function(tool, name, group))
+        functions.append(function)
+        if found is not None:
+            offered[name] = found
+    for search in loaded:
+        for within, index, tool, group in _each(search.tools, search.where):
+            name, function, found = _client_tool(within, index, tool, group)
+            if name in taken:
+                continue
+            taken.add(name)
+            functions.append(function)
+            if found is not None:
+                offered[name] = found
     return functions, offered
+
+
+def _client_tool(
+    within: str, index: int, tool: Mapping[str, Any], group: Mapping[str, Any] | None
+) -> tuple[str, dict[str, Any], Offered | None]:
+    """A function or custom tool (maybe a namespace's): its chat name, its function, and how
+    to read its calls back when chat has no word for it."""
+    kind = tool.get("type")
+    if kind not in _SERVED:
+        raise unserved_tool(index, kind, "function and custom", within=within)
+    where = f"{within}tools[{index}].name"
+    namespace = _name_of(group, within.removesuffix(".") + ".name") if group else None
+    name = _joined(namespace, _name_of(tool, where))
+    if len(name) > _MAX_NAME:
+        raise ValidationError(
+            where,
+            f"{name!r}: a namespace's tool is offered to the model as "
+            f"'<namespace>{SEPARATOR}<name>', at most {_MAX_NAME} characters",
+        )
+    found = None
+    if namespace is not None or kind == "custom":
+        found = Offered(str(tool["name"]), namespace, custom=kind == "custom")
+    return name, _function(tool, name, group), found
+
+
+def _name_of(tool: Mapping[str, Any], where: str) -> str:
+    name = tool.get("name")
+    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+        raise ValidationError(where, "must be 1 to 64 letters, digits, '_' or '-'")
+    return name
+
+
+def _search(tool: Mapping[str, Any], index: int) -> tuple[str, dict[str, Any], Offered | None]:
+    """The client's ``tool_search`` as the function it is offered as; one the server would
+    run (the API's default) is a hosted tool, refused."""
+    if tool.get("execution") != "client":
+        raise ValidationError(
+            f"tools[{index}].execution",
+            "a 'tool_search' the server runs is a hosted tool, which the gateway does not run: "
+            "offer one with execution 'client', and answer its calls with 'tool_search_output' "
+            "items",
+        )
+    function: dict[str, Any] = {
+        "name": TOOL_SEARCH,
+        "parameters": tool.get("parameters") or _SEARCH_PARAMETERS,
+    }
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return (
+        TOOL_SEARCH,
+        {"type": "function", "function": function},
+        Offered(TOOL_SEARCH, search=True),
+    )
+
+
+def search_arguments(item: Mapping[str, Any]) -> str:
+    """A ``tool_search_call``'s arguments as its function's: JSON (as given when a string)."""
+    arguments = item.get("arguments")
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def search_result_text(item: Mapping[str, Any]) -> str:
+    """What a ``tool_search_output`` says to a model offered the tools as chat functions: the
+    names it may call now (the tools themselves are in the request's tools)."""
+    try:
+        found = _each(item.get("tools"))
+    except ValidationError:
+        found = []
+    names = [
+        _joined(str(group.get("name")) if group else None, str(tool.get("name")))
+        for *_, tool, group in found
+    ]
+    if not names:
+        return "No tools were found."
+    return "Tools found, callable from now on: " + ", ".join(str(name) for name in names) + "."
 
 
 def _function(
@@ -148,6 +269,8 @@ def in_client_words(item: dict[str, Any], offered: Mapping[str, Offered]) -> dic
     found = offered.get(item.get("name", "")) if item.get("type") == "function_call" else None
     if found is None:
         return item
+    if found.search:
+        return _search_call(item)
     out = {**item, "name": found.name}
     if found.namespace is not None:
         out["namespace"] = found.namespace
@@ -158,6 +281,25 @@ def in_client_words(item: dict[str, Any], offered: Mapping[str, Offered]) -> dic
     if isinstance(item.get("id"), str):
         out["id"] = "ctc_" + item["id"].removeprefix("fc_")
     return out
+
+
+def _search_call(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A call of the client's ``tool_search`` as its ``tool_search_call``: its arguments as
+    the object they are (as the model wrote them when they are no JSON)."""
+    arguments = str(item.get("arguments", ""))
+    try:
+        parsed: object = json.loads(arguments)
+    except ValueError:
+        parsed = arguments
+    call_id = str(item.get("id", "")).removeprefix("fc_")
+    return {
+        "id": f"tsc_{call_id}",
+        "type": "tool_search_call",
+        "call_id": item.get("call_id"),
+        "execution": "client",
+        "status": item.get("status") or "completed",
+        "arguments": parsed,
+    }
 
 
 def _input_of(arguments: str) -> str:
@@ -173,7 +315,8 @@ def _input_of(arguments: str) -> str:
 
 def as_offered(item: Mapping[str, Any]) -> dict[str, Any]:
     """A stored item as the upstream sees it when it was offered the tools as chat functions:
-    a namespaced call under its joined name, a custom tool's call and output as a function's."""
+    a namespaced call under its joined name, a custom tool's or a tool search's call and
+    output as a function's."""
     kind = item.get("type")
     if kind == "custom_tool_call":  # its id, of another prefix, is left out
         rest = {k: v for k, v in item.items() if k not in ("id", "namespace", INPUT)}
@@ -182,6 +325,17 @@ def as_offered(item: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "custom_tool_call_output":
         rest = {k: v for k, v in item.items() if k != "id"}
         return {**rest, "type": "function_call_output"}
+    if kind == "tool_search_call":
+        return {
+            "type": "function_call",
+            "call_id": item.get("call_id"),
+            "name": TOOL_SEARCH,
+            "arguments": search_arguments(item),
+            **({"status": item["status"]} if item.get("status") else {}),
+        }
+    if kind == "tool_search_output":
+        output = search_result_text(item)
+        return {"type": "function_call_output", "call_id": item.get("call_id"), "output": output}
     if kind == "function_call" and item.get("namespace"):
         rest = {k: v for k, v in item.items() if k != "namespace"}
         return {**rest, "name": flat_name(item)}

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 from .breakpoints import BREAKPOINT
-from .client_tools import INPUT, flat_name
+from .client_tools import INPUT, TOOL_SEARCH, flat_name, search_arguments, search_result_text
 from .compaction import notes_of, text_of_notes
 from .files import carries_files, chat_part_of_input_file, input_file_of_chat_part, text_or_parts
 
@@ -200,6 +200,8 @@ def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
         name, arguments = flat_name(item), item.get("arguments")
     elif item.get("type") == "custom_tool_call":  # as its tool is offered (`client_tools`)
         name, arguments = flat_name(item), _json({INPUT: item.get(INPUT, "")})
+    elif item.get("type") == "tool_search_call":
+        name, arguments = TOOL_SEARCH, search_arguments(item)
     else:  # computer, shell calls: their action is their arguments
         name = str(item.get("name") or item.get("type"))
         rest = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
@@ -216,10 +218,13 @@ def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def _tool_view(item: Mapping[str, Any]) -> Message:
     """A call's output as a tool turn: its text, and the images and files a tool returned
-    (``input_image``, ``input_file`` in a list output) as the chat parts that carry them."""
+    (``input_image``, ``input_file`` in a list output) as the chat parts that carry them; a
+    ``tool_search_output`` as the tools it found (`search_result_text`)."""
     output = item.get("output")
     content = (
-        output
+        search_result_text(item)
+        if item.get("type") == "tool_search_output"
+        else output
         if isinstance(output, str)
         else text_or_parts(_chat_parts(output))
         if isinstance(output, list)

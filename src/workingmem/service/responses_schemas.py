@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
+from ..formats.client_tools import Loaded, Offered, offer
 from ..formats.responses import LOGPROBS, is_reference
 from ..messages import MAX_PARTS
 from .chat_schemas import (
@@ -185,6 +186,18 @@ class CustomToolIn(OpenShape):
     format: dict[str, Any] | None = None
 
 
+class ToolSearchToolIn(OpenShape):
+    """A tool search the client runs (``execution: "client"``; the Codex CLI offers one to the
+    models it knows): the upstream is offered a function ``tool_search`` of its
+    ``parameters``; the client answers its calls with ``tool_search_output`` items, whose
+    tools are offered from then on. One the server would run is refused, named."""
+
+    type: Literal["tool_search"]
+    execution: Literal["server", "client"] | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
 class UnservedTool(OpenShape):
     """A tool of another type (a hosted tool such as ``web_search``, which the upstream would
     run): refused with a 400 that names it."""
@@ -223,8 +236,9 @@ Tool = Annotated[
     Annotated[FunctionToolIn, Tag("function")]
     | Annotated[CustomToolIn, Tag("custom")]
     | Annotated[NamespaceToolIn, Tag("namespace")]
+    | Annotated[ToolSearchToolIn, Tag("tool_search")]
     | Annotated[UnservedTool, Tag("other")],
-    Discriminator(type_is("function", "custom", "namespace")),
+    Discriminator(type_is("function", "custom", "namespace", "tool_search")),
 ]
 
 
@@ -295,7 +309,8 @@ class ResponseInputRequest(BaseModel):
     previous_response_id: Id | None = None
     conversation: Id | ConversationParam | None = None
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
-    """Function tools, run by the client: their calls come back as ``function_call`` items."""
+    """Function tools, run by the client: their calls come back as ``function_call`` items
+    (custom tools, namespaces of them, a client's tool search: as the schema says)."""
     tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = None
     parallel_tool_calls: StrictBool | None = None
     text: TextConfig | None = None
@@ -316,6 +331,18 @@ class ResponseInputRequest(BaseModel):
         if isinstance(self.input, str):
             return [{"role": "user", "content": self.input}]
         return dumped(self.input)
+
+    def offered_tools(self) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
+        """The tools as the upstream is offered them (`formats.client_tools.offer`): the
+        request's, then those its ``tool_search_output`` items loaded."""
+        given = [tool.model_dump(exclude_unset=True) for tool in self.tools or ()]
+        items = self.input if isinstance(self.input, list) else ()
+        searches = [
+            Loaded(f"input[{index}].", item.model_dump(mode="json").get("tools"))
+            for index, item in enumerate(items)
+            if isinstance(item, OtherItem) and item.type == "tool_search_output"
+        ]
+        return offer(given, loaded=searches)
 
     def sent(self, name: str) -> Any:
         """A field as the client sent it (None when left out)."""

@@ -29,7 +29,6 @@ from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying, joined_instructions
 from ...formats.chat_answer import reasoning_of
-from ...formats.client_tools import offer
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
 from ...formats.responses_chat import (
     answer_turn,
@@ -88,7 +87,10 @@ RULES = (
     "exclusive. Tools: "
     "function tools, `custom` tools (offered upstream as a function of one string, `input`) "
     "and `namespace` tools of them, run by the client (a namespace's tool is offered as "
-    "`<namespace>__<name>`, at most 64 characters, a name no other tool has); any other tool, "
+    "`<namespace>__<name>`, at most 64 characters, a name no other tool has), and a "
+    "`tool_search` the client runs (`execution: client`; offered as a function `tool_search` "
+    "whose calls come back as `tool_search_call` items; the tools of the input's "
+    "`tool_search_output` items are offered after the request's own); any other tool, "
     "or a `tool_choice` of another type, is a 400 that names it. The "
     "newest turns and `max_output_tokens` must fit the model's window with the instructions "
     "and the tools, else the answer is a 400 `context_length_exceeded`."
@@ -347,8 +349,7 @@ async def create_response(
     sent = await _input_turns(gateway, tenant, body, target)
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
-    given_tools = [tool.model_dump(exclude_unset=True) for tool in body.tools or ()]
-    tools, offered = offer(given_tools)
+    tools, offered = body.offered_tools()
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
     options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -583,7 +584,7 @@ async def count_input_tokens(
         profile=profile,
         system_prompt=instructions.system_prompt,
         model=model,
-        tools=offer([tool.model_dump(exclude_unset=True) for tool in body.tools or ()])[0],
+        tools=body.offered_tools()[0],
         appends=target.appends,
     )
     return {"object": "response.input_tokens", "input_tokens": tokens}
