@@ -168,6 +168,33 @@ def test_a_failed_tool_result_says_so_and_images_are_parts() -> None:
 
 
 @pytest.mark.parametrize(
+    ("content", "view"),
+    [
+        (
+            ["WebFetch", "NotebookEdit"],
+            "Tools found, callable from now on: WebFetch, NotebookEdit.",
+        ),
+        (["loading:", "Cron", "!"], "loading:\nTools found, callable from now on: Cron.\n!"),
+    ],
+)
+def test_the_tools_a_tool_search_loads_are_named_in_the_view(content: Any, view: str) -> None:
+    """Claude Code's ToolSearch answers with ``tool_reference`` blocks, which a model offered
+    the tools as chat functions reads as the names it may call now, said once."""
+    blocks = [
+        {"type": "text", "text": part}
+        if not part[0].isupper()
+        else {"type": "tool_reference", "tool_name": part}
+        for part in content
+    ]
+    call = {"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {"query": "select:x"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": blocks}
+    turns = turns_of(
+        [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+    )
+    assert turns[1].message == {"role": "tool", "tool_call_id": "t1", "content": view}
+
+
+@pytest.mark.parametrize(
     ("messages", "field"),
     [
         ("hi", "messages"),

@@ -167,3 +167,35 @@ def test_a_picture_claude_code_reads_reaches_a_chat_model_as_an_image(
         assert_valid_chat_request(request)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[2]["content"][0]["type"] == "image_url"  # the thread keeps the picture
+
+
+def tool_searcher(request: dict[str, Any]) -> Reply:
+    """Loads Claude Code's deferred ``CronList`` tool with its ToolSearch, then says whether
+    it is offered and what the search said."""
+    messages = request.get("messages") or []
+    if request.get("model") == "cheap-model" or not request.get("tools"):
+        return summarizing_responder({"messages": [{"content": text_of(messages[-1]["content"])}]})
+    results = [text_of(m["content"]) for m in messages if m["role"] == "tool"]
+    if not results:
+        return Reply(None, tool_calls=[tool_call("ToolSearch", {"query": "select:CronList"})])
+    names = [tool["function"]["name"] for tool in request["tools"]]
+    return Reply(f"CronList offered: {'CronList' in names}. {results[-1]}")
+
+
+def test_a_tool_claude_code_s_tool_search_loads_reaches_a_chat_model(
+    database_url: str, upstream: ScriptedUpstream, tenant: str, tmp_path: Path
+) -> None:
+    """Claude Code defers some of its tools behind its ToolSearch, whose result names the
+    tools it loads (``tool_reference`` blocks) and whose next request offers them: a chat
+    model is offered the tool and reads its name (it read "[tool_reference]")."""
+    home, work = tmp_path / "claude-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    upstream.responder = tool_searcher
+    gateway = CONFIG.model_copy(update={"default_context_window": 200_000})
+    settings = settings_for(database_url, upstream, gateway=gateway)
+    with LiveServer(create_app(settings)) as live:
+        key = create_key(database_url, tenant, "tests").secret
+        ran = _claude(home, work, live.url, key, "Which crons are there?", tools="ToolSearch")
+    said = "CronList offered: True. Tools found, callable from now on: CronList."
+    assert (ran["is_error"], ran["result"]) == (False, said)

@@ -27,6 +27,7 @@ from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 from . import unserved_tool
 from .anthropic_system import SYSTEM_ROLE
+from .client_tools import found_tools_text
 from .files import (
     carries_files,
     chat_part_of_document,
@@ -207,19 +208,27 @@ def _text_part(text: str) -> dict[str, Any]:
 
 def _tool_view(block: Mapping[str, Any]) -> Message:
     """A ``tool_result`` block as a tool turn: its text, and the images and documents a tool
-    returned (a screenshot, a PDF it read) as the chat parts that carry them; any other block
-    named."""
+    returned (a screenshot, a PDF it read) as the chat parts that carry them; the deferred
+    tools a tool search loaded (its ``tool_reference`` blocks, Claude Code's ToolSearch) by
+    name; any other block named."""
     content = block.get("content")
     parts: list[dict[str, Any]] = []
     if isinstance(content, str):
         parts.append(_text_part(content))
+    found: list[str] = []  # a tool search's result: the deferred tools it loads
+    at = 0
     for inner in content if isinstance(content, list) else ():
         if not isinstance(inner, Mapping):
             continue
-        if inner.get("type") in _VIEWED:
+        if inner.get("type") == "tool_reference":
+            at = at if found else len(parts)
+            found.append(str(inner.get("tool_name")))
+        elif inner.get("type") in _VIEWED:
             parts.extend(_chat_parts(inner))
         else:
             parts.append(_text_part(f"[{inner.get('type')}]"))
+    if found:  # said once, where the first was
+        parts.insert(at, _text_part(found_tools_text(found)))
     said = text_or_parts(parts)
     if block.get("is_error"):
         error = "Error:"

@@ -41,6 +41,7 @@ __all__ = [
     "Offered",
     "as_offered",
     "flat_name",
+    "found_tools_text",
     "in_client_words",
     "offer",
     "search_arguments",
@@ -222,13 +223,20 @@ def search_result_text(item: Mapping[str, Any]) -> str:
         found = _each(item.get("tools"))
     except ValidationError:
         found = []
-    names = [
-        _joined(str(group.get("name")) if group else None, str(tool.get("name")))
-        for *_, tool, group in found
-    ]
+    return found_tools_text(
+        [
+            _joined(str(group.get("name")) if group else None, str(tool.get("name")))
+            for *_, tool, group in found
+        ]
+    )
+
+
+def found_tools_text(names: Sequence[str]) -> str:
+    """What a tool search's result says to a model offered the tools found as chat
+    functions (a Responses ``tool_search_output``, Anthropic's ``tool_reference`` blocks)."""
     if not names:
         return "No tools were found."
-    return "Tools found, callable from now on: " + ", ".join(str(name) for name in names) + "."
+    return "Tools found, callable from now on: " + ", ".join(names) + "."
 
 
 def _function(
