@@ -340,7 +340,7 @@ class ResponseInputRequest(BaseModel):
         searches = [
             Loaded(f"input[{index}].", item.model_dump(mode="json").get("tools"))
             for index, item in enumerate(items)
-            if isinstance(item, OtherItem) and item.type == "tool_search_output"
+            if item.type == "tool_search_output"  # an `OtherItem`: the others' types are known
         ]
         return offer(given, loaded=searches)
 
