@@ -22,9 +22,6 @@ import argparse
 import asyncio
 import base64
 import json
-import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import default_data_path, read_conversations
+from _versions import compared, run_other
 
 MODEL = "claude-sonnet-4-5"
 
@@ -108,28 +106,6 @@ async def asks(shots: int, photo_bytes: int, count: int) -> list[float]:
     return timed
 
 
-def run_other(other: Path, args: argparse.Namespace) -> list[float]:
-    command = [
-        sys.executable,
-        __file__,
-        "--shots",
-        str(args.shots),
-        "--photo-kb",
-        str(args.photo_kb),
-        "--asks",
-        str(args.asks),
-        "--json",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(other.resolve() / "src")}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    timed: list[float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return timed
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shots", type=int, default=20, help="screenshots (default: 20)")
@@ -147,16 +123,12 @@ def main() -> int:
     for _ in range(args.repeat):
         ours += asyncio.run(asks(args.shots, args.photo_kb * 1024, args.asks))
         if args.other is not None:
-            theirs += run_other(args.other, args)
-    print(
-        f"A resent session of {args.shots} screenshots of {args.photo_kb} KB: one ask, ms, "
-        f"median (min-max) of {len(ours)} (SQLite)\n"
+            options = ["--shots", str(args.shots), "--photo-kb", str(args.photo_kb)]
+            theirs += run_other(args.other, __file__, [*options, "--asks", str(args.asks)])
+    title = (
+        f"A resent session of {args.shots} screenshots of {args.photo_kb} KB: one ask, ms (SQLite)"
     )
-    print("| version | ms | ratio to this |\n| --- | ---: | ---: |")
-    print(f"| this checkout | {spread(ours)} | 1.00 |")
-    if theirs:
-        ratio = statistics.median(theirs) / statistics.median(ours)
-        print(f"| {args.other} | {spread(theirs)} | {ratio:.2f} |")
+    print(compared(title, ours, theirs, args.other))
     return 0
 
 

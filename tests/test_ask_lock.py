@@ -272,9 +272,11 @@ async def test_a_family_moved_under_every_finding_is_a_conflict_and_nothing_is_s
     store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Between every finding and its lock another client adds a turn where the request was
-    to go: the gateway looks again a bounded number of times, then answers 409's error."""
+    to go: the gateway looks again a bounded number of times, then answers 409's error. (A
+    request that extends its family's first member is checked under that member's lock, no
+    finding before it: this one parts from it, a fork.)"""
     async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
-        hi = await gateway.ask(tenant_id=tenant, messages=[user("Hi")])
+        await gateway.ask(tenant_id=tenant, messages=[user("Hi")])
         found: list[Found] = []
 
         async def moved_each_time(store: wm.Store, **kwargs: Any) -> Found:
@@ -285,12 +287,44 @@ async def test_a_family_moved_under_every_finding_is_a_conflict_and_nothing_is_s
             return where
 
         monkeypatch.setattr(_ask_locks, "find_conversation", moved_each_time)
-        request = [user("Hi"), assistant(hi.answer), user("Where am I?")]
+        request = [user("Hi"), assistant("Another answer."), user("Where am I?")]
         with pytest.raises(wm.ConflictError, match="busy in another request"):
             await gateway.ask(tenant_id=tenant, messages=request)
         assert len(found) == _ask_locks.FIND_ATTEMPTS
         for thread in await store.list_threads(tenant_id=tenant, limit=100):
             assert "Where am I?" not in await _texts(store, tenant, thread.thread_id)
+
+
+async def test_a_request_extending_its_family_s_first_member_is_checked_under_its_lock(
+    store: wm.Store, client: OpenAIClient, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The common case, a history resent whole whose last request went to its family's first
+    member: that member is checked under its lock, against the lock's read, with no finding
+    (no read of its opening) before, as finding would check it first. A request that parts
+    from it is found as before, a fork, and so is the fork's next one (finding checks the
+    first member first: a fork may say the same as it)."""
+    async with Gateway(store=store, llm=client, config=CONFIG) as gateway:
+        history, thread = await _three_exchanges(gateway, tenant)
+        findings: list[Found] = []
+
+        async def finding(store: wm.Store, **kwargs: Any) -> Found:
+            findings.append(await find_conversation(store, **kwargs))
+            return findings[-1]
+
+        monkeypatch.setattr(_ask_locks, "find_conversation", finding)
+        again = await gateway.ask(tenant_id=tenant, messages=[*history, user("Four")])
+        assert (again.thread_id, findings) == (thread, [])
+        forked = await gateway.ask(tenant_id=tenant, messages=[*history[:3], user("Other")])
+        assert [f.fork for f in findings] == [(thread, 3)]
+        assert forked.thread_id == findings[0].thread_id != thread
+        branch = [*history[:3], user("Other"), assistant(forked.answer), user("More")]
+        assert (await gateway.ask(tenant_id=tenant, messages=branch)).thread_id == forked.thread_id
+        assert len(findings) == 2
+        assert await _texts(store, tenant, thread) == [
+            *(m["content"] for m in history),
+            "Four",
+            again.answer,
+        ]
 
 
 async def _three_exchanges(gateway: Gateway, tenant: str) -> tuple[list[Any], str]:

@@ -14,11 +14,13 @@ import workingmem as wm
 from workingmem.formats.anthropic import turns_of as anthropic_turns_of
 from workingmem.messages import (
     ID_PATTERN,
+    MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_ID_CHARS,
     MAX_MESSAGE_BYTES,
     MAX_PARTS,
     check_id,
+    depth,
     normalize_messages,
     normalize_turns,
 )
@@ -474,3 +476,51 @@ def test_a_native_item_is_measured_as_its_json_whether_or_not_its_text_is_kept(
     else:
         with pytest.raises(wm.ValidationError):
             normalize_turns([item], texts=texts)
+
+
+def _mixed(levels: int) -> Any:
+    """A dict nesting `levels` dicts and lists, alternately, with a scalar beside each."""
+    value: Any = "leaf"
+    for level in range(levels):
+        value = {"n": value, "k": level} if level % 2 else [value, "x"]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "levels"),
+    [("text", 0), (3, 0), ({}, 1), ([], 1), ([[], {"a": [1]}], 3), (_mixed(7), 7)],
+)
+def test_depth_counts_the_containers_nested(value: Any, levels: int) -> None:
+    assert depth(value) == levels
+
+
+def test_depth_stops_counting_at_its_limit() -> None:
+    assert depth(_mixed(40), limit=19) == 19
+    assert depth(_mixed(40), limit=100) == 40
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH, MAX_DEPTH + 1])
+def test_a_native_item_nests_at_most_max_depth_levels(levels: int) -> None:
+    """The item as given nests `levels` under its own dict."""
+    turn = wm.NativeItem("x.y", {"deep": _mixed(levels - 1)}, {"role": "user", "content": "q"})
+    if levels <= MAX_DEPTH:
+        normalize_turns([turn])
+        return
+    with pytest.raises(wm.ValidationError) as raised:
+        normalize_turns([turn])
+    assert (raised.value.field, raised.value.reason) == (
+        "messages[0].item",
+        f"nests deeper than {MAX_DEPTH} levels",
+    )
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH, MAX_DEPTH + 1])
+def test_a_part_nests_at_most_max_depth_levels(levels: int) -> None:
+    part = {"type": "text", "text": "q", "extra": _mixed(levels - 1)}
+    message = {"role": "user", "content": [part]}
+    if levels <= MAX_DEPTH:
+        normalize_messages([message])
+        return
+    with pytest.raises(wm.ValidationError) as raised:
+        normalize_messages([message])
+    assert raised.value.field == "messages[0].content[0]"

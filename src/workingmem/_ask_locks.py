@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 from ._ask_request import AskRequest
-from .conversations import continues, find_conversation
+from .conversations import continues, extends, family_of, find_conversation
 from .errors import ConflictError
 from .leases import keep_renewed
 from .placement import NewestRead, first_limit
@@ -34,6 +34,8 @@ FIND_ATTEMPTS = 8
 """How often a conversation found without an id is looked for again when another request of
 its family moved it between the finding and the lock."""
 
+REMEMBERED_FAMILIES = 4096
+"""The conversations found without an id that this process remembers (the newest)."""
 ASK_LOCK_SECONDS = 30.0
 """How long a thread's ask lock lasts unless renewed (every third of it while an answer is
 made): the longest a crashed asker keeps a thread from being answered."""
@@ -87,6 +89,9 @@ class AskLocks:
             weakref.WeakValueDictionary()
         )
         """The in-process locks of the threads being asked now (gone with their askers)."""
+        self._first_members: dict[tuple[str, str], None] = {}
+        """The (tenant, family) pairs whose last request went to their first member, oldest
+        first (`_remember`)."""
 
     @asynccontextmanager
     async def conversation(
@@ -115,6 +120,26 @@ class AskLocks:
             async with self.hold(tenant_id, thread_id, tokenizer, limit, opening, window) as lock:
                 yield thread_id, lock
             return
+        # A conversation's next request most often extends its family's first member, where
+        # its last request went: then that member is checked first, under its lock, against
+        # the lock's read (no read of its opening before the lock), as finding would check it
+        # first. Any other request (a fork, a trimmed history, a new conversation, one that
+        # went elsewhere last) is found below.
+        family = family_of(
+            tenant_id=tenant_id,
+            user_id=user_id,
+            system_prompt=system_prompt,
+            first=views[0],
+            session=session,
+        )
+        if (tenant_id, family) in self._first_members:
+            async with self.hold(tenant_id, family, tokenizer, limit) as lock:
+                read = lock.newest
+                if read.tail is not None and await extends(
+                    self.store, tenant_id=tenant_id, thread_id=family, request=views, read=read
+                ):
+                    yield family, lock
+                    return
         for _ in range(FIND_ATTEMPTS):
             found = await find_conversation(
                 self.store,
@@ -145,9 +170,20 @@ class AskLocks:
                     tokenizer=tokenizer,
                     read=lock.newest,
                 ):
+                    self._remember(tenant_id, family, first=found.thread_id == family)
                     yield found.thread_id, lock
                     return
         raise ConflictError("this conversation is busy in another request; ask again")
+
+    def _remember(self, tenant_id: str, family: str, *, first: bool) -> None:
+        """Whether a request of `family` went to its first member, for its next request
+        (`conversation`); the newest `REMEMBERED_FAMILIES` families."""
+        key = (tenant_id, family)
+        self._first_members.pop(key, None)
+        if first:
+            self._first_members[key] = None
+            if len(self._first_members) > REMEMBERED_FAMILIES:
+                del self._first_members[next(iter(self._first_members))]
 
     @asynccontextmanager
     async def hold(

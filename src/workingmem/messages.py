@@ -687,18 +687,21 @@ def _said_call(call: object) -> object:
 
 
 def depth(value: object, limit: int = MAX_DEPTH + 3) -> int:
-    """How deeply `value` nests dicts and lists, counted up to `limit` (no deeper walk)."""
-    deepest, stack = 0, [(value, 1)]
+    """How deeply `value` nests dicts and lists, counted up to `limit` (no deeper walk). Only
+    containers are walked: a resent history's items are checked on every request."""
+    if not isinstance(value, dict | list):
+        return 0
+    deepest, stack = 1, [(value, 1)]
     while stack:
         node, level = stack.pop()
-        if isinstance(node, dict | list) and level > deepest:
+        if level > deepest:
             deepest = level
             if deepest >= limit:
                 return deepest
-        children = (
-            node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        )
-        stack.extend((child, level + 1) for child in children)
+        below = level + 1
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                stack.append((child, below))
     return deepest
 
 

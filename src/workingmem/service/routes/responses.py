@@ -478,7 +478,7 @@ def _options(body: ResponseCreateRequest, *, native: bool) -> dict[str, Any]:
         text=body.sent("text"),
         reasoning=body.sent("reasoning"),
     )
-    sent = body.model_dump(exclude_unset=True)
+    sent = body.model_dump(include=set(FORWARDED), exclude_unset=True)  # not the input
     options.update({name: sent[name] for name in FORWARDED if sent.get(name) is not None})
     if body.wants_logprobs:  # asked as the chat API asks (a Responses upstream's client converts)
         options["logprobs"] = True
