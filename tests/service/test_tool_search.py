@@ -255,3 +255,33 @@ def test_the_tools_loaded_are_counted(oai: openai.OpenAI) -> None:
         return counted.input_tokens
 
     assert count([CRM]) > count([]) + len(json.dumps(CRM)) // 8
+
+
+def test_a_developer_s_additional_tools_are_offered_from_there_on(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """An ``additional_tools`` item (a developer's tools, added mid-conversation): its tools
+    are offered as a search's are, and the model reads where they were added; the item is a
+    turn of the thread, found again when the history is resent."""
+    upstream.responder = searching
+    history: list[Any] = [
+        {"type": "message", "role": "user", "content": "Hello."},
+        {"type": "additional_tools", "role": "developer", "tools": [CRM]},
+        {"type": "message", "role": "user", "content": ASK},
+    ]
+    first = served.responses.create(
+        model="answer-model", input=history, tools=[WEATHER], store=False, prompt_cache_key="ts6"
+    )
+    (call,) = first.output
+    assert call.type == "function_call"
+    assert (call.namespace, call.name) == ("crm", "find_order")
+    sent = answers(upstream)[-1]
+    assert list(offered(sent)) == ["get_weather", "crm__find_order", "crm__cancel_order"]
+    assert "Tools added, callable from now on: crm__find_order, crm__cancel_order." in str(sent)
+    history += [item.model_dump(exclude_none=True) for item in first.output]
+    history.append({"type": "function_call_output", "call_id": call.call_id, "output": "lost"})
+    second = served.responses.create(
+        model="answer-model", input=history, tools=[WEATHER], store=False, prompt_cache_key="ts6"
+    )
+    assert second.output_text == "Found: lost"
+    assert called(answers(upstream)[-1]) == [("crm__find_order", {"number": "42"})]

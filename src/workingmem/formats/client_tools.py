@@ -11,7 +11,8 @@ upstream that speaks Responses gets them back as function tools), so:
 - a ``tool_search`` the client runs (``execution: "client"``, as Codex sends it for the models
   it knows): a function ``tool_search`` of its parameters. The client answers a call with a
   ``tool_search_output`` whose ``tools`` the model may call from then on: the tools such outputs
-  of the request loaded (`Loaded`) are offered after the request's own.
+  of the request loaded (`Loaded`) are offered after the request's own, and so are those of
+  its ``additional_tools`` items (a developer's tools, added mid-conversation).
 
 A call of such a function comes back as the client's item (a ``function_call`` naming its
 ``namespace``, a ``custom_tool_call`` with its ``input``, a ``tool_search_call`` with its
@@ -34,6 +35,7 @@ from ..errors import ValidationError
 from . import unserved_tool
 
 __all__ = [
+    "ADDITIONAL",
     "INPUT",
     "SEPARATOR",
     "TOOL_SEARCH",
@@ -53,6 +55,8 @@ INPUT = "input"
 """The one parameter of a custom tool's function: its free-form input."""
 _MAX_NAME = 64
 """The longest function name OpenAI's and Anthropic's APIs take."""
+ADDITIONAL = "additional_tools"
+"""An input item of a developer's tools, made available from there on (as a search's)."""
 TOOL_SEARCH = "tool_search"
 """The function a client's ``tool_search`` is offered as (the name its description uses)."""
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -218,25 +222,25 @@ def search_arguments(item: Mapping[str, Any]) -> str:
 
 def search_result_text(item: Mapping[str, Any]) -> str:
     """What a ``tool_search_output`` says to a model offered the tools as chat functions: the
-    names it may call now (the tools themselves are in the request's tools)."""
+    names it may call now (the tools themselves are in the request's tools); an
+    ``additional_tools`` item's the same of the tools it adds."""
     try:
         found = _each(item.get("tools"))
     except ValidationError:
         found = []
-    return found_tools_text(
-        [
-            _joined(str(group.get("name")) if group else None, str(tool.get("name")))
-            for *_, tool, group in found
-        ]
-    )
+    names = [
+        _joined(str(group.get("name")) if group else None, str(tool.get("name")))
+        for *_, tool, group in found
+    ]
+    return found_tools_text(names, how="added" if item.get("type") == ADDITIONAL else "found")
 
 
-def found_tools_text(names: Sequence[str]) -> str:
+def found_tools_text(names: Sequence[str], *, how: str = "found") -> str:
     """What a tool search's result says to a model offered the tools found as chat
     functions (a Responses ``tool_search_output``, Anthropic's ``tool_reference`` blocks)."""
     if not names:
-        return "No tools were found."
-    return "Tools found, callable from now on: " + ", ".join(names) + "."
+        return f"No tools were {how}."
+    return f"Tools {how}, callable from now on: " + ", ".join(names) + "."
 
 
 def _function(
@@ -344,6 +348,8 @@ def as_offered(item: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "tool_search_output":
         output = search_result_text(item)
         return {"type": "function_call_output", "call_id": item.get("call_id"), "output": output}
+    if kind == ADDITIONAL:  # its tools are offered as functions: a note of them
+        return {"type": "message", "role": "developer", "content": search_result_text(item)}
     if kind == "function_call" and item.get("namespace"):
         rest = {k: v for k, v in item.items() if k != "namespace"}
         return {**rest, "name": flat_name(item)}

@@ -24,7 +24,14 @@ from typing import Any
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
 from .breakpoints import BREAKPOINT
-from .client_tools import INPUT, TOOL_SEARCH, flat_name, search_arguments, search_result_text
+from .client_tools import (
+    ADDITIONAL,
+    INPUT,
+    TOOL_SEARCH,
+    flat_name,
+    search_arguments,
+    search_result_text,
+)
 from .compaction import notes_of, text_of_notes
 from .files import carries_files, chat_part_of_input_file, input_file_of_chat_part, text_or_parts
 
@@ -46,7 +53,7 @@ FORMAT = "openai.responses"
 LOGPROBS = "message.output_text.logprobs"
 """The ``include`` entry that asks for the answer's tokens with their log probabilities."""
 _USER_ROLES = ("user", "system", "developer")
-_USER_SIDE_TYPES = ("mcp_approval_response", "item_reference")
+_USER_SIDE_TYPES = ("mcp_approval_response", "item_reference", ADDITIONAL)
 
 OPEN_UNIT_READ = 130
 """How many of a thread's newest turns hold its newest unit, whatever it is: an assistant turn
@@ -237,6 +244,8 @@ def _user_view(item: Mapping[str, Any]) -> Message:
     notes = notes_of(item)
     if notes is not None:
         return {"role": "user", "content": text_of_notes(notes)}
+    if item.get("type") == ADDITIONAL:  # a developer's tools: offered, named here
+        return {"role": "user", "content": search_result_text(item)}
     if item.get("type") not in (None, "message"):
         return {"role": "user", "content": _json(item)}
     content = item.get("content")

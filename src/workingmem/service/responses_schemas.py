@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
-from ..formats.client_tools import Loaded, Offered, offer
+from ..formats.client_tools import ADDITIONAL, Loaded, Offered, offer
 from ..formats.responses import LOGPROBS, is_reference
 from ..messages import MAX_PARTS
 from .chat_schemas import (
@@ -43,6 +43,8 @@ __all__ = [
     "dumped",
 ]
 
+_LOADING = ("tool_search_output", ADDITIONAL)
+"""The input items whose tools are offered from there on."""
 MAX_ITEMS = 2000
 """The input items of one request (a whole history resent fits; a runaway client does not)."""
 
@@ -334,13 +336,14 @@ class ResponseInputRequest(BaseModel):
 
     def offered_tools(self) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
         """The tools as the upstream is offered them (`formats.client_tools.offer`): the
-        request's, then those its ``tool_search_output`` items loaded."""
+        request's, then those its ``tool_search_output`` and ``additional_tools`` items
+        loaded."""
         given = [tool.model_dump(exclude_unset=True) for tool in self.tools or ()]
         items = self.input if isinstance(self.input, list) else ()
         searches = [
             Loaded(f"input[{index}].", item.model_dump(mode="json").get("tools"))
             for index, item in enumerate(items)
-            if item.type == "tool_search_output"  # an `OtherItem`: the others' types are known
+            if item.type in _LOADING  # an `OtherItem`: the others' types are known
         ]
         return offer(given, loaded=searches)
 
