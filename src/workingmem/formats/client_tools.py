@@ -82,8 +82,8 @@ class Offered:
 
 @dataclass(frozen=True, slots=True)
 class Loaded:
-    """The tools one ``tool_search_output`` of a request loaded, and where it is (``input[3].``,
-    which the errors about them name)."""
+    """The tools one ``tool_search_output`` (or ``additional_tools``) item of a request loads,
+    and where it is (``input[3].``, which the errors about them name)."""
 
     where: str
     tools: object
@@ -125,12 +125,12 @@ def _listed(tools: object, where: str) -> list[Mapping[str, Any]]:
 def offer(
     tools: Sequence[Mapping[str, Any]], *, loaded: Sequence[Loaded] = ()
 ) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
-    """A request's tools as chat function tools, then those its ``tool_search_output`` items
-    `loaded` (each once: a tool loaded again, or one the request offers itself, is offered
-    as first given); and by their chat names those that chat has no word for (a namespace's,
-    a custom tool, the client's ``tool_search``), to read the calls back. A tool of a type no
-    upstream is offered (a hosted tool), a name past 64 characters, or one two of the
-    request's tools would share, is refused, named."""
+    """A request's tools as chat function tools, then those its input's items `loaded` (each
+    once: a tool loaded again, or one the request offers itself, is offered as first given);
+    and by their chat names those that chat has no word for (a namespace's, a custom tool,
+    the client's ``tool_search``), to read the calls back. A tool of a type no upstream is
+    offered (a hosted tool), a name past 64 characters, or one two of the request's tools
+    would share, is refused, named."""
     functions: list[dict[str, Any]] = []
     offered: dict[str, Offered] = {}
     taken: set[str] = set()
