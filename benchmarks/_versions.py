@@ -1,7 +1,7 @@
 """Timing this checkout's library beside another checkout's, each in a process of its own.
 
-    timed = run_other(other, __file__, ["--asks", "3"])   # this script, the other's `src`
-    print(compared("One ask, ms", ours, theirs, other))
+    add_version_options(parser)                          # --repeat, --other, --json
+    return versions(args, lambda: measure(...), __file__, ["--asks", "3"], "One ask, ms")
 
 The other run is this very script with ``--json`` (it prints its timings as one JSON list on
 its last line), the other checkout's ``src`` first on ``PYTHONPATH``: an older checkout is
@@ -10,14 +10,16 @@ measured by today's benchmark.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["compared", "run_other", "spread"]
+__all__ = ["add_version_options", "compared", "run_other", "spread", "versions"]
 
 
 def run_other(other: Path, script: str, args: list[str]) -> list[float]:
@@ -46,3 +48,32 @@ def compared(title: str, ours: list[float], theirs: list[float], other: Path | N
         ratio = statistics.median(theirs) / statistics.median(ours)
         rows.append(f"| {other} | {spread(theirs)} | {ratio:.2f} |")
     return "\n".join(rows)
+
+
+def add_version_options(parser: argparse.ArgumentParser) -> None:
+    """``--repeat``, ``--other`` and the hidden ``--json`` of a run for another checkout."""
+    parser.add_argument("--repeat", type=int, default=3, help="runs a version (default: 3)")
+    parser.add_argument("--other", type=Path, help="another checkout, to compare with")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+
+
+def versions(
+    args: argparse.Namespace,
+    measure: Callable[[], list[float]],
+    script: str,
+    options: list[str],
+    title: str,
+) -> int:
+    """`measure` here and, alternating, `script` with `options` on ``--other``'s library,
+    ``--repeat`` times; the report printed (or, with ``--json``, this run's timings alone)."""
+    if args.json:
+        print(json.dumps(measure()))
+        return 0
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(args.repeat):
+        ours += measure()
+        if args.other is not None:
+            theirs += run_other(args.other, script, options)
+    print(compared(title, ours, theirs, args.other))
+    return 0

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import json
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import default_data_path, read_conversations
-from _versions import compared, run_other
+from _versions import add_version_options, versions
 
 MODEL = "claude-sonnet-4-5"
 
@@ -111,25 +110,26 @@ def main() -> int:
     parser.add_argument("--shots", type=int, default=20, help="screenshots (default: 20)")
     parser.add_argument("--photo-kb", type=int, default=300, help="KB each (default: 300)")
     parser.add_argument("--asks", type=int, default=3, help="timed asks a run (default: 3)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs a version (default: 3)")
-    parser.add_argument("--other", type=Path, help="another checkout, to compare with")
-    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    add_version_options(parser)
     args = parser.parse_args()
-    if args.json:
-        print(json.dumps(asyncio.run(asks(args.shots, args.photo_kb * 1024, args.asks))))
-        return 0
-    ours: list[float] = []
-    theirs: list[float] = []
-    for _ in range(args.repeat):
-        ours += asyncio.run(asks(args.shots, args.photo_kb * 1024, args.asks))
-        if args.other is not None:
-            options = ["--shots", str(args.shots), "--photo-kb", str(args.photo_kb)]
-            theirs += run_other(args.other, __file__, [*options, "--asks", str(args.asks)])
+    options = [
+        "--shots",
+        str(args.shots),
+        "--photo-kb",
+        str(args.photo_kb),
+        "--asks",
+        str(args.asks),
+    ]
     title = (
         f"A resent session of {args.shots} screenshots of {args.photo_kb} KB: one ask, ms (SQLite)"
     )
-    print(compared(title, ours, theirs, args.other))
-    return 0
+    return versions(
+        args,
+        lambda: asyncio.run(asks(args.shots, args.photo_kb * 1024, args.asks)),
+        __file__,
+        options,
+        title,
+    )
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _data import default_data_path, read_conversations, thread_messages
-from _versions import compared, run_other
+from _versions import add_version_options, versions
 
 MODEL = "gpt-4o-mini"
 
@@ -115,26 +115,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--exchanges", type=int, default=150, help="default: 150 (600 items)")
     parser.add_argument("--asks", type=int, default=20, help="timed requests a run (default: 20)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs a version (default: 3)")
-    parser.add_argument("--other", type=Path, help="another checkout, to compare with")
-    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    add_version_options(parser)
     args = parser.parse_args()
-    if args.json:
-        print(json.dumps(requests(args.exchanges, args.asks)))
-        return 0
-    ours: list[float] = []
-    theirs: list[float] = []
     options = ["--exchanges", str(args.exchanges), "--asks", str(args.asks)]
-    for _ in range(args.repeat):
-        ours += requests(args.exchanges, args.asks)
-        if args.other is not None:
-            theirs += run_other(args.other, __file__, options)
     title = (
         f"A Responses session of {args.exchanges * 4} items resent whole: one request, ms as "
         "the client saw it (SQLite)"
     )
-    print(compared(title, ours, theirs, args.other))
-    return 0
+    return versions(args, lambda: requests(args.exchanges, args.asks), __file__, options, title)
 
 
 if __name__ == "__main__":

@@ -149,6 +149,7 @@ class AskLocks:
                 request=views,
                 session=session,
                 tokenizer=tokenizer,
+                family=family,
             )
             if found.fork is not None:
                 source, through = found.fork

@@ -125,12 +125,14 @@ async def find_conversation(
     request: Sequence[MessageIn],
     session: str | None = None,
     tokenizer: Tokenizer | None = None,
+    family: str | None = None,
 ) -> Found:
     """The member of the request's family it continues; else, with `tokenizer`, the
     conversation it continues as a history trimmed from the front (`newest_key`); else the
     fork it starts. Check it again under the thread's ask lock (`continues`):
-    another request may have moved it meanwhile."""
-    family = family_of(
+    another request may have moved it meanwhile. `family`: its id (`family_of`), when the
+    caller has it."""
+    family = family or family_of(
         tenant_id=tenant_id,
         user_id=user_id,
         system_prompt=system_prompt,

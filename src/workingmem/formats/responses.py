@@ -228,15 +228,15 @@ def _tool_view(item: Mapping[str, Any]) -> Message:
     (``input_image``, ``input_file`` in a list output) as the chat parts that carry them; a
     ``tool_search_output`` as the tools it found (`search_result_text`)."""
     output = item.get("output")
-    content = (
-        search_result_text(item)
-        if item.get("type") == "tool_search_output"
-        else output
-        if isinstance(output, str)
-        else text_or_parts(_chat_parts(output))
-        if isinstance(output, list)
-        else _json(output)
-    )
+    content: str | list[dict[str, Any]]
+    if item.get("type") == "tool_search_output":
+        content = search_result_text(item)
+    elif isinstance(output, str):
+        content = output
+    elif isinstance(output, list):
+        content = text_or_parts(_chat_parts(output))
+    else:
+        content = _json(output)
     return {"role": "tool", "tool_call_id": item["call_id"], "content": content}
 
 
