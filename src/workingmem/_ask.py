@@ -34,6 +34,7 @@ from .llm import CallKind, CallMeta, Completion, LLMError, NativeEvent, StreamEn
 from .llm._refused_fields import refuses_tools
 from .memory import KnownThread, WorkingMemory
 from .placement import GATEWAY_TOOLS, NewestRead, Placement, place, tool_name
+from .served_tools import ServedTools
 from .stores.base import Store, append_and_release, read_turns, read_turns_at
 from .strategies import update_due
 from .tokens import tokenizer_for
@@ -71,6 +72,11 @@ class Ask:
     """The request's other fields, sent to the upstream as they are."""
     client_calls: tuple[dict[str, Any], ...] = ()
     """The model's calls of the client's tools in its last round."""
+    served: ServedTools | None = None
+    """The request's tools its API layer runs (a server's tool search): a call of one is
+    answered there, and the model asked again."""
+    served_rounds: int = 0
+    """The rounds that ran `served` tools."""
     passthrough: list[dict[str, Any]] | None = None
     """The client's own messages, sent instead of the memory (history "client")."""
     answer_format: AnswerFormat | None = None
@@ -113,6 +119,7 @@ class Ask:
         lock: AskLock | None = None,
         answer_format: AnswerFormat | None = None,
         appends: bool = False,
+        served: ServedTools | None = None,
     ) -> Ask:
         """The ask, the request's new turns stored (placed after the thread's turns they
         continue; an edit replaces the turns after the point it changes)."""
@@ -132,6 +139,7 @@ class Ask:
             passthrough=[dict(m) for m in passthrough] if passthrough is not None else None,
             answer_format=answer_format,
             lock=lock,
+            served=served,
         )
         store = gateway.store
         opened = lock.opened if lock is not None else []
@@ -182,7 +190,7 @@ class Ask:
         limit = gateway.config.max_tool_rounds
         while True:
             ours_offered = self.rounds < limit and self._memory_tools()
-            offer = [*(self.tools if ours_offered else []), *self.client_tools]
+            offer = [*(self.tools if ours_offered else []), *self._client_offer(limit)]
             context = self.context = await self._context(offer)
             self.warnings.extend(w for w in context.warnings if w not in self.warnings)
             plan = self.plan
@@ -246,15 +254,22 @@ class Ask:
             self.client_calls = tuple(
                 c for c in completion.tool_calls if tool_name(c) not in GATEWAY_TOOLS
             )
+            served = self._served_calls(limit)
+            ran = False
             if ours and gateway.agent_memory is not None:
                 self.rounds += 1
-                text = "" if self.client_calls else completion.text  # the client sees the text
+                # the client sees the text
+                text = "" if self.client_calls or served else completion.text
                 rounds = await self._run_tools(ours, text=text)
                 self.turns += rounds
                 if self.passthrough is not None:  # the next round reads this one too
                     self.passthrough.extend(self._as_sent(turn) for turn in rounds)
-                if not self.client_calls:
-                    continue
+                ran = True
+            if served:
+                await self._serve(served, text="" if self.client_calls or ran else completion.text)
+                ran = True
+            if ran and not self.client_calls:
+                continue
             self.answer_text = completion.text
             return
 
@@ -289,6 +304,35 @@ class Ask:
             input_seq=self.input_seq,
             logprobs=self.completion.logprobs if self.completion is not None else None,
         )
+
+    def _client_offer(self, limit: int) -> list[dict[str, Any]]:
+        """The client's tools as offered this round: the served ones while rounds are left."""
+        served = self.served
+        if served is None or self.served_rounds < limit:
+            return self.client_tools
+        return [tool for tool in self.client_tools if not served.serves(str(tool_name(tool)))]
+
+    def _served_calls(self, limit: int) -> list[dict[str, Any]]:
+        """The last round's calls of `served` tools, taken from the client's calls; none to
+        run once the rounds are spent (a model that calls the tool no longer offered)."""
+        served = self.served
+        if served is None:
+            return []
+        ran = [call for call in self.client_calls if served.serves(str(tool_name(call)))]
+        if ran:
+            self.client_calls = tuple(c for c in self.client_calls if not any(c is r for r in ran))
+        return ran if self.served_rounds < limit else []
+
+    async def _serve(self, calls: Sequence[dict[str, Any]], *, text: str) -> None:
+        """Runs a round of `served` calls: stores what it made, offers the tools it leaves."""
+        assert self.served is not None
+        self.served_rounds += 1
+        done = self.served.run(calls, text=text)
+        stored = await self._store_output(done.turns, from_model=True)
+        self.turns += stored
+        self.client_tools = list(done.tools)
+        if self.passthrough is not None:
+            self.passthrough.extend(self._as_sent(turn) for turn in stored)
 
     def _memory_tools(self) -> bool:
         return self.gateway.takes_tools(self.plan.model.id)

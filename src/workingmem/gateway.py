@@ -61,6 +61,7 @@ from .messages import normalize_turns
 from .placement import check_client_tools, place, visible_turns
 from .prompts import PromptTemplates
 from .rewriter import QueryRewriter
+from .served_tools import ServedTools
 from .stores.base import Store
 from .stores.documents import DocumentStore
 from .strategies import render_notes
@@ -223,6 +224,7 @@ class Gateway:
         expect_turns: int | None = None,
         session: str | None = None,
         appends: bool = False,
+        served: ServedTools | None = None,
     ) -> AskResult:
         """Answers the thread's newest user turn (or tool results) with the thread's memory.
 
@@ -262,6 +264,9 @@ class Gateway:
             session: the client's own name for its session, for a conversation found without
                 a thread id (a Responses ``prompt_cache_key``): two sessions that open alike
                 are two threads.
+            served: the request's tools its API layer runs (`workingmem.served_tools`: a
+                Responses ``tool_search`` the server runs): a call of one is answered there,
+                the round stored, and the model asked again.
             appends: the request only adds to the thread (a Responses request that continues
                 a response or a conversation: its input is new items): it never edits or
                 regenerates the thread, though turns that repeat the thread's newest (a
@@ -290,6 +295,7 @@ class Gateway:
             expect_turns=expect_turns,
             session=session,
             appends=appends,
+            served=served,
         )
         async with begun as asked:
             async for _ in asked.answer(stream=False):
@@ -321,6 +327,7 @@ class Gateway:
         expect_turns: int | None = None,
         session: str | None = None,
         appends: bool = False,
+        served: ServedTools | None = None,
     ) -> AnswerStream:
         """Like `ask`, yielding the answer's text as it arrives; see `AnswerStream`."""
 
@@ -342,6 +349,7 @@ class Gateway:
                 expect_turns=expect_turns,
                 session=session,
                 appends=appends,
+                served=served,
             )
             async with begun as asked:
                 stream.thread_id = asked.thread_id
@@ -372,6 +380,7 @@ class Gateway:
         expect_turns: int | None,
         session: str | None,
         appends: bool,
+        served: ServedTools | None,
     ) -> AsyncIterator[Ask]:
         """An ask begun under its thread's ask lock (`AskLocks.conversation`), the request's
         new turns stored; the request is checked before any lock or write."""
@@ -402,6 +411,7 @@ class Gateway:
                 lock,
                 answer_format,
                 appends,
+                served,
             )
             yield asked
         if thread_id is None and asked.turns and keeps_keys(self.store):

@@ -212,13 +212,6 @@ def _with_output(tools: Any) -> list[Any]:
 @pytest.mark.parametrize(
     ("tools", "given", "param", "named"),
     [
-        ([{"type": "tool_search"}], ASK, "tools[0].execution", "execution 'client'"),
-        (
-            [{**SEARCH, "execution": "server"}],
-            ASK,
-            "tools[0].execution",
-            "a 'tool_search' the server runs is a hosted tool",
-        ),
         ([SEARCH, SEARCH], ASK, "tools[1]", "'tool_search' names two tools"),
         (
             [SEARCH, {**WEATHER, "name": "tool_search"}],

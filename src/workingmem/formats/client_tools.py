@@ -12,7 +12,9 @@ upstream that speaks Responses gets them back as function tools), so:
   it knows): a function ``tool_search`` of its parameters. The client answers a call with a
   ``tool_search_output`` whose ``tools`` the model may call from then on: the tools such outputs
   of the request loaded (`Loaded`) are offered after the request's own, and so are those of
-  its ``additional_tools`` items (a developer's tools, added mid-conversation).
+  its ``additional_tools`` items (a developer's tools, added mid-conversation);
+- a ``tool_search`` the server runs (the API's default): the gateway runs it
+  (`formats.tool_search`); the tools it defers (``defer_loading``) are offered once loaded.
 
 A call of such a function comes back as the client's item (a ``function_call`` naming its
 ``namespace``, a ``custom_tool_call`` with its ``input``, a ``tool_search_call`` with its
@@ -33,6 +35,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from . import unserved_tool
+from .tool_search import DEFERRED, Catalog, is_server_search
 
 __all__ = [
     "ADDITIONAL",
@@ -46,6 +49,7 @@ __all__ = [
     "found_tools_text",
     "in_client_words",
     "offer",
+    "parsed_arguments",
     "search_arguments",
     "search_result_text",
 ]
@@ -77,7 +81,9 @@ class Offered:
     namespace: str | None = None
     custom: bool = False
     search: bool = False
-    """The client's ``tool_search``: a call of it is a ``tool_search_call``."""
+    """A ``tool_search``: a call of it is a ``tool_search_call``."""
+    server: bool = False
+    """The search is the server's (the gateway runs it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,14 +136,18 @@ def offer(
     and by their chat names those that chat has no word for (a namespace's, a custom tool,
     the client's ``tool_search``), to read the calls back. A tool of a type no upstream is
     offered (a hosted tool), a name past 64 characters, or one two of the request's tools
-    would share, is refused, named."""
+    would share, is refused, named. Behind a search the server runs, the deferred tools are
+    offered once an item loads them."""
     functions: list[dict[str, Any]] = []
     offered: dict[str, Offered] = {}
     taken: set[str] = set()
+    served = any(is_server_search(tool) for tool in tools)
     for within, index, tool, group in _each(list(tools)):
         if tool.get("type") == TOOL_SEARCH and not within:
-            name, function, found = _search(tool, index)
+            name, function, found = _search(tool, index, tools)
             where = f"tools[{index}]"
+        elif served and tool.get(DEFERRED) is True:
+            continue  # offered once a search loads it
         else:
             name, function, found = _client_tool(within, index, tool, group)
             where = f"{within}tools[{index}].name"
@@ -189,16 +199,14 @@ def _name_of(tool: Mapping[str, Any], where: str) -> str:
     return name
 
 
-def _search(tool: Mapping[str, Any], index: int) -> tuple[str, dict[str, Any], Offered | None]:
-    """The client's ``tool_search`` as the function it is offered as; one the server would
-    run (the API's default) is a hosted tool, refused."""
-    if tool.get("execution") != "client":
-        raise ValidationError(
-            f"tools[{index}].execution",
-            "a 'tool_search' the server runs is a hosted tool, which the gateway does not run: "
-            "offer one with execution 'client', and answer its calls with 'tool_search_output' "
-            "items",
-        )
+def _search(
+    tool: Mapping[str, Any], index: int, tools: Sequence[Mapping[str, Any]]
+) -> tuple[str, dict[str, Any], Offered | None]:
+    """A ``tool_search`` as the function it is offered as: the client's of its parameters,
+    the server's of what it can load (`formats.tool_search`: the gateway runs it)."""
+    if is_server_search(tool):
+        served = Catalog.of(tools).function(tool.get("description"))
+        return TOOL_SEARCH, served, Offered(TOOL_SEARCH, search=True, server=True)
     function: dict[str, Any] = {
         "name": TOOL_SEARCH,
         "parameters": tool.get("parameters") or _SEARCH_PARAMETERS,
@@ -282,7 +290,7 @@ def in_client_words(item: dict[str, Any], offered: Mapping[str, Offered]) -> dic
     if found is None:
         return item
     if found.search:
-        return _search_call(item)
+        return _search_call(item, server=found.server)
     out = {**item, "name": found.name}
     if found.namespace is not None:
         out["namespace"] = found.namespace
@@ -295,23 +303,29 @@ def in_client_words(item: dict[str, Any], offered: Mapping[str, Offered]) -> dic
     return out
 
 
-def _search_call(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A call of the client's ``tool_search`` as its ``tool_search_call``: its arguments as
-    the object they are (as the model wrote them when they are no JSON)."""
-    arguments = str(item.get("arguments", ""))
-    try:
-        parsed: object = json.loads(arguments)
-    except ValueError:
-        parsed = arguments
+def _search_call(item: Mapping[str, Any], *, server: bool = False) -> dict[str, Any]:
+    """A call of a ``tool_search`` as its ``tool_search_call`` (the client's, or the
+    server's: the gateway's own): its arguments as the object they are (as the model wrote
+    them when they are no JSON)."""
+    parsed = parsed_arguments(str(item.get("arguments", "")))
     call_id = str(item.get("id", "")).removeprefix("fc_")
     return {
         "id": f"tsc_{call_id}",
         "type": "tool_search_call",
         "call_id": item.get("call_id"),
-        "execution": "client",
+        "execution": "server" if server else "client",
         "status": item.get("status") or "completed",
         "arguments": parsed,
     }
+
+
+def parsed_arguments(arguments: str) -> object:
+    """A call's arguments as the object they are; as the model wrote them when no JSON."""
+    try:
+        parsed: object = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return parsed
 
 
 def _input_of(arguments: str) -> str:

@@ -19,7 +19,7 @@ disconnects closes the answer, and no half answer is stored either.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -51,9 +51,12 @@ async def response_events(
     reasoning_id: str,
     finish: Finish,
     metrics: Metrics,
+    served: Sequence[dict[str, Any]] = (),
 ) -> AsyncIterator[bytes]:
     """The SSE body; closing it early (the client left) closes the answer: nothing stored.
-    A chat upstream's thinking streams as the reasoning item `reasoning_id` before the text."""
+    A chat upstream's thinking streams as the reasoning item `reasoning_id` before the text.
+    `served` grows with the items of the rounds the gateway ran for the answer (its tool
+    searches): each is sent whole as the next piece comes, before it."""
     number = -1
 
     def event(kind: str, **fields: Any) -> bytes:
@@ -89,12 +92,28 @@ async def response_events(
             event("response.content_part.added", **where, part=empty_part),
         ]
 
+    announced: dict[str, int] = {}
+    """The served items sent: their ids and output indexes."""
+
+    def announce() -> list[bytes]:
+        """The served items not sent yet, whole, at the next output indexes."""
+        out: list[bytes] = []
+        for item in served[len(announced) :]:
+            index = thinking.items + len(announced)
+            announced[item["id"]] = index
+            out += [
+                event("response.output_item.added", output_index=index, item=item),
+                event("response.output_item.done", output_index=index, item=item),
+            ]
+        return out
+
     def add(piece: TextDelta | NativeEvent) -> list[bytes]:
+        out = announce()
         if isinstance(piece, NativeEvent):
-            return [] if opened else thinking.add(reasoning_of(piece.event))
-        out = thinking.close()
+            return out + ([] if opened else thinking.add(reasoning_of(piece.event), len(announced)))
+        out += thinking.close()
         if not opened:
-            where["output_index"] = thinking.items
+            where["output_index"] = thinking.items + len(announced)
             out += open_message()
         pieces.append(piece.text)
         out.append(delta(piece))
@@ -125,16 +144,19 @@ async def response_events(
         output: list[dict[str, Any]] = body["output"]
         streamed = next((i for i in output if i.get("id") == message_id), None)
         thought = next((i for i in output if i.get("id") == reasoning_id), None)
-        # the indexes follow the stream: the reasoning and the message the text went to first,
-        # when they have begun; the order of the output is the completed response's
-        begun = [
-            *([thought] if thinking.items and thought else []),
-            *([streamed] if opened and streamed else []),
-        ]
+        # the indexes follow the stream: the reasoning, the served items and the message the
+        # text went to first, when they have begun; the order of the output is the completed
+        # response's
+        by_index = {announced[i["id"]]: i for i in output if i.get("id") in announced}
+        if thinking.items and thought:
+            by_index[thinking.index] = thought
+        if opened and streamed:
+            by_index[where["output_index"]] = streamed
+        begun = [by_index[index] for index in sorted(by_index)]
         order = begun + [item for item in output if not any(item is b for b in begun)]
         closing: list[bytes] = thinking.close(thought)  # ready at once: one piece of the body
         for index, item in enumerate(order):
-            if item is thought and thinking.items:
+            if (item is thought and thinking.items) or item.get("id") in announced:
                 continue
             if item is streamed:
                 if not opened:
@@ -175,30 +197,37 @@ async def response_events(
 
 class _Thinking:
     """A chat upstream's thinking as the reasoning item streamed before the answer's text
-    (output index 0): opened by its first piece, its text as ``reasoning_text`` deltas, done
-    when the text begins or the answer ends."""
+    (output index 0, or after the served items sent before it): opened by its first piece,
+    its text as ``reasoning_text`` deltas, done when the text begins or the answer ends."""
 
     def __init__(self, item_id: str, event: Callable[..., bytes]) -> None:
         self._id = item_id
         self._event = event
-        self._where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+        self._where: dict[str, Any] = {"item_id": item_id, "output_index": 0, "content_index": 0}
         self._pieces: list[str] = []
         self._done = False
+
+    @property
+    def index(self) -> int:
+        """Its output index."""
+        return int(self._where["output_index"])
 
     @property
     def items(self) -> int:
         """The output items it took: 1 once it has begun."""
         return 1 if self._pieces else 0
 
-    def add(self, text: str) -> list[bytes]:
+    def add(self, text: str, index: int = 0) -> list[bytes]:
+        """The events of a piece of thinking; the first opens the item at output `index`."""
         if not text or self._done:
             return []
         out = []
         if not self._pieces:
+            self._where["output_index"] = index
             item = {"id": self._id, "type": "reasoning", "summary": [], "content": []}
             part = {"type": "reasoning_text", "text": ""}
             out += [
-                self._event("response.output_item.added", output_index=0, item=item),
+                self._event("response.output_item.added", output_index=index, item=item),
                 self._event("response.content_part.added", **self._where, part=part),
             ]
         self._pieces.append(text)
@@ -217,5 +246,5 @@ class _Thinking:
         return [
             self._event("response.reasoning_text.done", **where, text=text),
             self._event("response.content_part.done", **where, part=part),
-            self._event("response.output_item.done", output_index=0, item=item),
+            self._event("response.output_item.done", output_index=self.index, item=item),
         ]

@@ -189,10 +189,11 @@ class CustomToolIn(OpenShape):
 
 
 class ToolSearchToolIn(OpenShape):
-    """A tool search the client runs (``execution: "client"``; the Codex CLI offers one to the
+    """A tool search. The client's (``execution: "client"``; the Codex CLI offers one to the
     models it knows): the upstream is offered a function ``tool_search`` of its
     ``parameters``; the client answers its calls with ``tool_search_output`` items, whose
-    tools are offered from then on. One the server would run is refused, named."""
+    tools are offered from then on. The server's (the API's default; the OpenAI Agents SDK's
+    `ToolSearchTool()`): the gateway runs it over the tools marked ``defer_loading``."""
 
     type: Literal["tool_search"]
     execution: Literal["server", "client"] | None = None
@@ -338,14 +339,20 @@ class ResponseInputRequest(BaseModel):
         """The tools as the upstream is offered them (`formats.client_tools.offer`): the
         request's, then those its ``tool_search_output`` and ``additional_tools`` items
         loaded."""
-        given = [tool.model_dump(exclude_unset=True) for tool in self.tools or ()]
+        return offer(self.given_tools(), loaded=self.loaded_tools())
+
+    def given_tools(self) -> list[dict[str, Any]]:
+        """The request's ``tools``, as sent."""
+        return [tool.model_dump(exclude_unset=True) for tool in self.tools or ()]
+
+    def loaded_tools(self) -> list[Loaded]:
+        """The tools its input's ``tool_search_output`` and ``additional_tools`` items load."""
         items = self.input if isinstance(self.input, list) else ()
-        searches = [
+        return [
             Loaded(f"input[{index}].", item.model_dump(mode="json").get("tools"))
             for index, item in enumerate(items)
             if item.type in _LOADING  # an `OtherItem`: the others' types are known
         ]
-        return offer(given, loaded=searches)
 
     def sent(self, name: str) -> Any:
         """A field as the client sent it (None when left out)."""

@@ -66,6 +66,7 @@ from ..server_compaction import compact_threshold, compaction_after, is_due
 from ..sessions import awaiting_thread
 from ..sse import first_chat_piece
 from ..state import Services, get_services
+from ..tool_search import ServerToolSearch
 from . import BUSY, ERRORS, UPSTREAM
 
 __all__ = ["records_of", "router"]
@@ -90,7 +91,10 @@ RULES = (
     "`<namespace>__<name>`, at most 64 characters, a name no other tool has), and a "
     "`tool_search` the client runs (`execution: client`; offered as a function `tool_search` "
     "whose calls come back as `tool_search_call` items; the tools of the input's "
-    "`tool_search_output` and `additional_tools` items are offered after the request's own); "
+    "`tool_search_output` and `additional_tools` items are offered after the request's own), "
+    "or one the server runs (`execution: server`, or left out), which the gateway runs: the "
+    "tools marked `defer_loading` are offered once a search loads them by name, and the "
+    "response shows its `tool_search_call` and `tool_search_output` before the answer; "
     "any other tool, "
     "or a `tool_choice` of another type, is a 400 that names it. The "
     "newest turns and `max_output_tokens` must fit the model's window with the instructions "
@@ -351,6 +355,7 @@ async def create_response(
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
     tools, offered = body.offered_tools()
+    search = ServerToolSearch.of(body, offered)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
     options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -395,6 +400,7 @@ async def create_response(
         "answer_format": answer_as,
         "session": body.prompt_cache_key,
         "appends": target.appends,
+        "served": search,
     }
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         system: list[Message] = (
@@ -422,8 +428,9 @@ async def create_response(
                 model=model,
             )
             compacted = [item] if item is not None else []
+        searched = search.items if search is not None else []
         return await _finish(
-            records, tenant, info, result, len(turns), instructions.carried, compacted
+            records, tenant, info, result, len(turns), instructions.carried, searched, compacted
         )
 
     if body.stream:
@@ -442,6 +449,7 @@ async def create_response(
                 reasoning_id=reasoning_id,
                 finish=finish,
                 metrics=services.metrics,
+                served=search.items if search is not None else (),
             ),
             media_type="text/event-stream",
             headers={
@@ -500,15 +508,17 @@ async def _finish(
     result: AskResult,
     inputs: int,
     carried: str | None,
+    searched: Sequence[dict[str, Any]] = (),
     compacted: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The response object of an answer, stored as a record unless ``store: false``; a
-    server-side compaction item after the answer's items."""
+    """The response object of an answer, stored as a record unless ``store: false``: the
+    items of the tool searches the gateway ran for it (`ServerToolSearch`), the answer's, a
+    server-side compaction item."""
     answer = result.turns[-1]
     items = (answer.in_format(FORMAT) or {}).get("items") or []
     if info.request.wants_logprobs:
         items = with_logprobs(items, result.logprobs)
-    output = [*items, *compacted]
+    output = [*searched, *items, *compacted]
     incomplete = result.finish_reason == "length"
     body = response_object(
         info,
