@@ -183,7 +183,7 @@ def test_a_streamed_text_answer_comes_after_the_search_s_items(
     ]
 
 
-def test_a_stored_response_and_its_thread_keep_the_search(
+def test_a_chain_of_responses_keeps_what_its_search_loaded(
     served: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
     upstream.responder = loading
@@ -200,10 +200,17 @@ def test_a_stored_response_and_its_thread_keep_the_search(
         model="answer-model", previous_response_id=first.id, input=output, tools=TOOLS
     )
     assert second.output_text == "Found: shipped"
-    assert called(answers(upstream)[-1]) == [  # the thread's turns, each once
+    sent = answers(upstream)[-1]
+    assert called(sent) == [  # the thread's turns, each once
         ("tool_search", {"paths": ["crm"]}),
         ("crm__find_order", {"number": "42"}),
     ]
+    assert "crm__find_order" in offered(sent)  # loaded by the response it continues
+    third = served.responses.create(
+        model="answer-model", previous_response_id=second.id, input="And 43?", tools=TOOLS
+    )
+    assert third.output[0].type == "function_call"  # no search: loaded by the chain
+    assert list(offered(answers(upstream)[-1]))[2:] == ["crm__find_order", "crm__cancel_order"]
 
 
 @pytest.mark.parametrize(

@@ -156,7 +156,7 @@ def searched(served: openai.OpenAI, upstream: ScriptedUpstream, thread: str) -> 
     return first, search
 
 
-def test_a_continued_response_is_offered_the_tools_its_input_loaded(
+def test_a_chain_of_responses_is_offered_the_tools_its_inputs_loaded(
     served: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
     first, search = searched(served, upstream, "ts2")
@@ -169,6 +169,12 @@ def test_a_continued_response_is_offered_the_tools_its_input_loaded(
     assert (call.namespace, call.name) == ("crm", "find_order")
     kept = served.responses.retrieve(first.id)
     assert [item.type for item in kept.output] == ["tool_search_call"]
+    output: Any = [{"type": "function_call_output", "call_id": call.call_id, "output": "shipped"}]
+    served.responses.create(
+        model="answer-model", previous_response_id=second.id, input=output, tools=[SEARCH]
+    )
+    sent = answers(upstream)[-1]
+    assert list(offered(sent)) == ["tool_search", "crm__find_order", "crm__cancel_order"]
 
 
 def test_a_search_call_streams_as_one_item(

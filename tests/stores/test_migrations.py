@@ -11,6 +11,8 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 import workingmem as wm
 from tests.conftest import postgres_url
 from workingmem.stores import ItemIndex, ItemPlace, ResponseStore
@@ -188,13 +190,20 @@ async def test_turns_indexed_when_they_were_appended_stay_found(tmp_path: Path) 
         assert [[turn.content for turn in unit] for unit in found] == [["turn 1"]]
 
 
-async def test_a_response_stored_before_carried_instructions_carries_none(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("version", "column", "value", "carried"),
+    [
+        (13, "", "", (None, None)),  # before migration 14 (carried instructions)
+        (16, ", carried_instructions", ", '\"Be brief.\"'", ("Be brief.", None)),  # and 17
+    ],
+)
+async def test_a_response_stored_before_a_column_it_carries_carries_none(
+    version: int, column: str, value: str, carried: tuple[str | None, None], tmp_path: Path
 ) -> None:
-    """Migration 14 adds the column a response's carried instructions live in: a response of
-    an earlier version is read, and carries none."""
+    """Migrations 14 and 17 add the columns a response's carried instructions and tools live
+    in: a response of an earlier version is read, and carries none."""
     path = tmp_path / "memory.db"
-    _database_at(path, 13)
+    _database_at(path, version)
     stamp = "2026-01-01T00:00:00+00:00"
     with sqlite3.connect(path, isolation_level=None) as db:
         db.execute(
@@ -203,13 +212,16 @@ async def test_a_response_stored_before_carried_instructions_carries_none(
             (stamp, stamp),
         )
         db.execute(
-            "INSERT INTO responses VALUES ('t', 'resp_1', 1, 1, 2, 2, '{\"id\": \"resp_1\"}', ?)",
+            "INSERT INTO responses (tenant_id, response_id, thread_pk, input_seq, output_seq, "
+            f"last_seq, body{column}, created_at) "
+            f"VALUES ('t', 'resp_1', 1, 1, 2, 2, '{{\"id\": \"resp_1\"}}'{value}, ?)",
             (stamp,),
         )
     async with await wm.open_store(f"sqlite:///{path}") as store:
         assert isinstance(store, ResponseStore)
         got = await store.get_response(tenant_id="t", response_id="resp_1")
-    assert (got.body, got.carried_instructions) == ({"id": "resp_1"}, None)
+    assert got.body == {"id": "resp_1"}
+    assert (got.carried_instructions, got.carried_tools) == carried
 
 
 def test_each_dialects_migrations_are_numbered_one_by_one() -> None:

@@ -94,6 +94,23 @@ async def test_carried_instructions_round_trip(store: wm.Store, tenant: str) -> 
         await store.get_response(tenant_id=tenant, response_id="wrong")
 
 
+async def test_carried_tools_round_trip(store: wm.Store, tenant: str) -> None:
+    """A list of tools, as given, or none; not a list is refused, nothing stored."""
+    await _thread(store, tenant)
+    crm = {"type": "namespace", "name": "crm", "description": "Grüße 👋", "tools": []}
+    tools: list[dict[str, Any]] = [crm, {"type": "function", "name": "f", "defer_loading": True}]
+    for response_id, carried in (("with", tools), ("without", None)):
+        response = dataclasses.replace(_response(response_id), carried_tools=carried)
+        await store.put_response(tenant_id=tenant, response=response)
+        got = await store.get_response(tenant_id=tenant, response_id=response_id)
+        assert got.carried_tools == carried
+    wrong = dataclasses.replace(_response("wrong"), carried_tools={"tools": []})  # type: ignore[arg-type]
+    with pytest.raises(wm.ValidationError):
+        await store.put_response(tenant_id=tenant, response=wrong)
+    with pytest.raises(wm.NotFoundError):
+        await store.get_response(tenant_id=tenant, response_id="wrong")
+
+
 async def test_created_at_is_the_stores_not_the_callers(store: wm.Store, tenant: str) -> None:
     await _thread(store, tenant)
     given = datetime(2001, 1, 1, tzinfo=UTC)

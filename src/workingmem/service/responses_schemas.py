@@ -335,23 +335,30 @@ class ResponseInputRequest(BaseModel):
             return [{"role": "user", "content": self.input}]
         return dumped(self.input)
 
-    def offered_tools(self) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
+    def offered_tools(
+        self, carried: list[dict[str, Any]] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Offered]]:
         """The tools as the upstream is offered them (`formats.client_tools.offer`): the
-        request's, then those its ``tool_search_output`` and ``additional_tools`` items
-        loaded."""
-        return offer(self.given_tools(), loaded=self.loaded_tools())
+        request's, then those the chain it continues loaded (`carried`), then those its
+        ``tool_search_output`` and ``additional_tools`` items load."""
+        return offer(self.given_tools(), loaded=self.loaded_tools(carried))
 
     def given_tools(self) -> list[dict[str, Any]]:
         """The request's ``tools``, as sent."""
         return [tool.model_dump(exclude_unset=True) for tool in self.tools or ()]
 
-    def loaded_tools(self) -> list[Loaded]:
-        """The tools its input's ``tool_search_output`` and ``additional_tools`` items load."""
+    def loaded_tools(self, carried: list[dict[str, Any]] | None = None) -> list[Loaded]:
+        """The tools loaded before the request: those the chain it continues loaded
+        (`carried`: `StoredResponse.carried_tools`), then those its input's
+        ``tool_search_output`` and ``additional_tools`` items load."""
         items = self.input if isinstance(self.input, list) else ()
         return [
-            Loaded(f"input[{index}].", item.model_dump(mode="json").get("tools"))
-            for index, item in enumerate(items)
-            if item.type in _LOADING  # an `OtherItem`: the others' types are known
+            *([Loaded("", carried)] if carried else []),
+            *(
+                Loaded(f"input[{index}].", item.model_dump(mode="json").get("tools"))
+                for index, item in enumerate(items)
+                if item.type in _LOADING  # an `OtherItem`: the others' types are known
+            ),
         ]
 
     def sent(self, name: str) -> Any:

@@ -2,7 +2,7 @@
 (`workingmem.served_tools`): the OpenAI Agents SDK's `ToolSearchTool()` over tools marked
 ``defer_loading`` (`formats.tool_search` says what the model is offered and what a call loads).
 
-    search = ServerToolSearch.of(body, offered)     # None without such a search
+    search = ServerToolSearch.of(tools, loaded, offered)   # None without such a search
     result = await gateway.ask(..., served=search)
     output = [*search.items, *answer_items]         # the search's items come first
 
@@ -10,7 +10,8 @@ A call of it is answered at once: the thread stores a ``tool_search_call`` and i
 ``tool_search_output`` (``execution: "server"``, the tools found), the response shows them
 before the answer, and the model is asked again, offered the tools found. A client that
 resends the history (the Agents SDK's way) sends both items back: its next requests offer the
-tools they loaded, as a client search's (`ResponseInputRequest.loaded_tools`).
+tools they loaded, as a client search's (`ResponseInputRequest.loaded_tools`); one that continues
+the response (``previous_response_id``) is offered them too (`StoredResponse.carried_tools`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from ..formats.responses import turns_of
 from ..formats.responses_chat import new_id
 from ..formats.tool_search import Catalog, is_server_search
 from ..served_tools import ServedRound
-from .responses_schemas import ResponseInputRequest
 
 __all__ = ["ServerToolSearch"]
 
@@ -42,13 +42,15 @@ class ServerToolSearch:
         """The items its rounds made, in order: what the response shows before the answer."""
 
     @classmethod
-    def of(cls, body: ResponseInputRequest, offered: dict[str, Offered]) -> ServerToolSearch | None:
-        """The request's search the server runs; None when it has none. `offered` (the
-        calls to read back in the client's words) learns the tools each round loads."""
-        tools = body.given_tools()
+    def of(
+        cls, tools: list[dict[str, Any]], loaded: list[Loaded], offered: dict[str, Offered]
+    ) -> ServerToolSearch | None:
+        """The search the server runs among the request's `tools`; None when it has none.
+        `loaded` (the tools loaded before the request) and `offered` (the calls to read back
+        in the client's words) learn the tools each round loads."""
         if not any(is_server_search(tool) for tool in tools):
             return None
-        return cls(tools, body.loaded_tools(), offered)
+        return cls(tools, loaded, offered)
 
     def serves(self, name: str) -> bool:
         return name == TOOL_SEARCH

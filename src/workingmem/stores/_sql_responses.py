@@ -47,7 +47,7 @@ _WHILE_NEWEST = " WHERE (SELECT max(seq) FROM turns WHERE turns.thread_pk = excl
 """A mark replaces the one noted only while the turn it names is the thread's newest."""
 _SELECT_RESPONSE = (
     "SELECT th.thread_id, r.input_seq, r.output_seq, r.last_seq, r.body, r.created_at, "
-    "r.carried_instructions "
+    "r.carried_instructions, r.carried_tools "
     "FROM responses AS r JOIN threads AS th ON th.id = r.thread_pk "
     "WHERE r.tenant_id = ? AND r.response_id = ?"
 )
@@ -85,15 +85,19 @@ class SQLResponses:
             raise ValidationError("response.carried_instructions", "must be a text or None")
         if carried is not None:  # as JSON, as every text of a turn (a NUL is no SQL text)
             carried = dumps_json(carried, "response.carried_instructions")
+        loaded = response.carried_tools
+        if loaded is not None and not isinstance(loaded, list):
+            raise ValidationError("response.carried_tools", "must be a list of tools or None")
+        tools = None if loaded is None else dumps_json(loaded, "response.carried_tools")
         stamp = self._dialect.stamp(_rows.utcnow())
         async with self._dialect.write() as session:
             pk = (await self._locked_thread(session, tenant_id, thread_id, "thread"))[0]
             inserted = await session.run(
                 "INSERT INTO responses (tenant_id, response_id, thread_pk, input_seq, "
-                "output_seq, last_seq, body, carried_instructions, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "output_seq, last_seq, body, carried_instructions, carried_tools, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, response_id) DO NOTHING",
-                (tenant_id, response_id, pk, *seqs, body, carried, stamp),
+                (tenant_id, response_id, pk, *seqs, body, carried, tools, stamp),
             )
             if not inserted:
                 raise ConflictError(f"response {response_id!r} exists already")
@@ -104,7 +108,7 @@ class SQLResponses:
             row = await session.row(_SELECT_RESPONSE, key)
         if row is None:
             raise NotFoundError("response", response_id)
-        thread_id, input_seq, output_seq, last_seq, body, stamp, carried = row
+        thread_id, input_seq, output_seq, last_seq, body, stamp, carried, tools = row
         loaded: dict[str, Any] = json.loads(body)
         return StoredResponse(
             response_id=response_id,
@@ -114,6 +118,7 @@ class SQLResponses:
             last_seq=last_seq,
             body=loaded,
             carried_instructions=None if carried is None else json.loads(carried),
+            carried_tools=None if tools is None else json.loads(tools),
             created_at=self._dialect.moment(stamp),
         )
 

@@ -41,6 +41,9 @@ class StoredResponse:
     carried_instructions: str | None = None
     """The system and developer messages its input opened with, after those of the response
     it continued: what continuing from it carries over (None: none)."""
+    carried_tools: list[dict[str, Any]] | None = None
+    """The tools its chain loaded (a tool search's output, an ``additional_tools`` item),
+    after those of the response it continued: what continuing from it offers (None: none)."""
     created_at: datetime | None = None
     """Set by the store."""
 

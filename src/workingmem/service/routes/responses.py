@@ -17,6 +17,7 @@ the answer's items are stored with the ids the client is shown.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from ...compaction import restored
 from ...errors import ConflictError
 from ...formats import carrying, joined_instructions
 from ...formats.chat_answer import reasoning_of
+from ...formats.client_tools import Loaded, offer
 from ...formats.responses import FORMAT, instruction_text, starts_with_output, turns_of
 from ...formats.responses_chat import (
     answer_turn,
@@ -354,8 +356,9 @@ async def create_response(
     sent = await _input_turns(gateway, tenant, body, target)
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
-    tools, offered = body.offered_tools()
-    search = ServerToolSearch.of(body, offered)
+    loaded = body.loaded_tools(target.previous.carried_tools if target.previous else None)
+    tools, offered = offer(body.given_tools(), loaded=loaded)
+    search = ServerToolSearch.of(body.given_tools(), loaded, offered)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
     options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
@@ -429,8 +432,9 @@ async def create_response(
             )
             compacted = [item] if item is not None else []
         searched = search.items if search is not None else []
+        carried = _Carried(instructions.carried, loaded)
         return await _finish(
-            records, tenant, info, result, len(turns), instructions.carried, searched, compacted
+            records, tenant, info, result, len(turns), carried, searched, compacted
         )
 
     if body.stream:
@@ -501,13 +505,31 @@ def _options(body: ResponseCreateRequest, *, native: bool) -> dict[str, Any]:
     return options
 
 
+@dataclass(frozen=True, slots=True)
+class _Carried:
+    """What continuing from a response carries over: its chain's instructions, and the tools
+    its chain loaded (`loaded`: carried to it, loaded by its input, by the searches the
+    gateway ran for it)."""
+
+    instructions: str | None
+    loaded: list[Loaded]
+
+    def tools(self) -> list[dict[str, Any]] | None:
+        """The tools loaded, each once, in order; None for none."""
+        found: dict[str, dict[str, Any]] = {}
+        for load in self.loaded:
+            for tool in load.tools if isinstance(load.tools, list) else ():
+                found.setdefault(json.dumps(tool, sort_keys=True), tool)
+        return list(found.values()) or None
+
+
 async def _finish(
     records: ResponseStore,
     tenant: str,
     info: ResponseInfo,
     result: AskResult,
     inputs: int,
-    carried: str | None,
+    carried: _Carried,
     searched: Sequence[dict[str, Any]] = (),
     compacted: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
@@ -537,7 +559,8 @@ async def _finish(
                 output_seq=result.input_seq + 1,
                 last_seq=answer.seq or result.input_seq + 1,
                 body=body,
-                carried_instructions=carried,
+                carried_instructions=carried.instructions,
+                carried_tools=carried.tools(),
             ),
         )
     return body
@@ -595,7 +618,7 @@ async def count_input_tokens(
         profile=profile,
         system_prompt=instructions.system_prompt,
         model=model,
-        tools=body.offered_tools()[0],
+        tools=body.offered_tools(target.previous.carried_tools if target.previous else None)[0],
         appends=target.appends,
     )
     return {"object": "response.input_tokens", "input_tokens": tokens}
