@@ -356,9 +356,10 @@ async def create_response(
     sent = await _input_turns(gateway, tenant, body, target)
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
+    given = body.given_tools()
     loaded = body.loaded_tools(target.previous.carried_tools if target.previous else None)
-    tools, offered = offer(body.given_tools(), loaded=loaded)
-    search = ServerToolSearch.of(body.given_tools(), loaded, offered)
+    tools, offered = offer(given, loaded=loaded)
+    search = ServerToolSearch.of(given, loaded, offered)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
     options = _options(body, native=native)
     if target.thread_id is None:  # a session's conversation, sent whole
