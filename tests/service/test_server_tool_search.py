@@ -22,8 +22,11 @@ from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 
 from .live import LiveServer
 from .test_agents_responses import blocking, config, threads_of
-from .test_client_tools import ASK, WEATHER, answers, called, offered
+from .test_client_tools import ASK, WEATHER, answers, assert_refused, called, offered
 from .test_tool_search import SEARCH, _results
+from .test_unserved import oai
+
+__all__ = ["oai"]  # a fixture of these tests too
 
 FIND: Any = {
     "type": "function",
@@ -287,6 +290,29 @@ def test_a_search_called_once_no_longer_offered_is_not_run(
     kinds = [item.type for item in response.output]
     assert kinds == ["message", "tool_search_call", "tool_search_output"] * rounds + ["message"]
     assert "tool_search" not in offered(answers(upstream)[-1])
+
+
+@pytest.mark.parametrize(
+    ("tools", "param", "named"),
+    [
+        (
+            [SERVER_SEARCH, {**CRM, "tools": [{**FIND, "name": "f" * 62}]}],
+            "tools[1].tools[0].name",
+            "at most 64 characters",
+        ),
+        ([SERVER_SEARCH, WEATHER, {**WEATHER, "defer_loading": True}], "tools[2].name", "two"),
+        (
+            [SERVER_SEARCH, {"type": "web_search", "defer_loading": True}],
+            "tools[1].type",
+            "'web_search' tools are not served",
+        ),
+    ],
+)
+def test_a_deferred_tool_the_gateway_cannot_offer_is_refused_up_front(
+    tools: Any, param: str, named: str, oai: openai.OpenAI, api: httpx.Client
+) -> None:
+    """Before anything is stored, not when a search loads it."""
+    assert_refused(oai, api, (param, named), thread="sts5", input=ASK, tools=tools)
 
 
 def test_the_deferred_tools_are_not_counted_until_loaded(served: openai.OpenAI) -> None:

@@ -137,32 +137,36 @@ def offer(
     the client's ``tool_search``), to read the calls back. A tool of a type no upstream is
     offered (a hosted tool), a name past 64 characters, or one two of the request's tools
     would share, is refused, named. Behind a search the server runs, the deferred tools are
-    offered once an item loads them."""
+    checked so too, and offered once an item loads them."""
     functions: list[dict[str, Any]] = []
     offered: dict[str, Offered] = {}
-    taken: set[str] = set()
+    named: set[str] = set()
+    """The names of the request's own tools, deferred or not."""
+    given: set[str] = set()
+    """The names offered."""
     served = any(is_server_search(tool) for tool in tools)
     for within, index, tool, group in _each(list(tools)):
         if tool.get("type") == TOOL_SEARCH and not within:
             name, function, found = _search(tool, index, tools)
             where = f"tools[{index}]"
-        elif served and tool.get(DEFERRED) is True:
-            continue  # offered once a search loads it
         else:
             name, function, found = _client_tool(within, index, tool, group)
             where = f"{within}tools[{index}].name"
-        if name in taken:
+        if name in named:
             raise ValidationError(where, f"{name!r} names two tools")
-        taken.add(name)
+        named.add(name)
+        if served and tool.get(DEFERRED) is True:
+            continue  # offered once a search loads it
+        given.add(name)
         functions.append(function)
         if found is not None:
             offered[name] = found
     for search in loaded:
         for within, index, tool, group in _each(search.tools, search.where):
             name, function, found = _client_tool(within, index, tool, group)
-            if name in taken:
+            if name in given:
                 continue
-            taken.add(name)
+            given.add(name)
             functions.append(function)
             if found is not None:
                 offered[name] = found
