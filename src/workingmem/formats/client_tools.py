@@ -14,7 +14,9 @@ upstream that speaks Responses gets them back as function tools), so:
   of the request loaded (`Loaded`) are offered after the request's own, and so are those of
   its ``additional_tools`` items (a developer's tools, added mid-conversation);
 - a ``tool_search`` the server runs (the API's default): the gateway runs it
-  (`formats.tool_search`); the tools it defers (``defer_loading``) are offered once loaded.
+  (`formats.tool_search`); the tools it defers (``defer_loading``) are offered once loaded;
+- a ``shell`` or an ``apply_patch`` the client runs on its machine (`formats.local_tools`):
+  a function of that name whose parameters are what its call carries.
 
 A call of such a function comes back as the client's item (a ``function_call`` naming its
 ``namespace``, a ``custom_tool_call`` with its ``input``, a ``tool_search_call`` with its
@@ -35,6 +37,16 @@ from typing import Any
 
 from ..errors import ValidationError
 from . import unserved_tool
+from .local_tools import (
+    APPLY_PATCH,
+    LOCAL_CALLS,
+    LOCAL_OUTPUTS,
+    SHELL,
+    call_of,
+    local_call,
+    local_function,
+    output_text,
+)
 from .tool_search import DEFERRED, Catalog, is_server_search
 
 __all__ = [
@@ -84,6 +96,9 @@ class Offered:
     """A ``tool_search``: a call of it is a ``tool_search_call``."""
     server: bool = False
     """The search is the server's (the gateway runs it)."""
+    local: bool = False
+    """A ``shell`` or ``apply_patch``: a call of it is a ``shell_call`` or an
+    ``apply_patch_call``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +164,9 @@ def offer(
         if tool.get("type") == TOOL_SEARCH and not within:
             name, function, found = _search(tool, index, tools)
             where = f"tools[{index}]"
+        elif tool.get("type") in (SHELL, APPLY_PATCH) and not within:
+            name, function = str(tool["type"]), local_function(tool, index)
+            found, where = Offered(name, local=True), f"tools[{index}]"
         else:
             name, function, found = _client_tool(within, index, tool, group)
             where = f"{within}tools[{index}].name"
@@ -295,6 +313,8 @@ def in_client_words(item: dict[str, Any], offered: Mapping[str, Offered]) -> dic
         return item
     if found.search:
         return _search_call(item, server=found.server)
+    if found.local:
+        return local_call(item)
     out = {**item, "name": found.name}
     if found.namespace is not None:
         out["namespace"] = found.namespace
@@ -366,6 +386,13 @@ def as_offered(item: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "tool_search_output":
         output = search_result_text(item)
         return {"type": "function_call_output", "call_id": item.get("call_id"), "output": output}
+    if kind in LOCAL_CALLS:
+        name, arguments = call_of(item)
+        called = {"type": "function_call", "call_id": item.get("call_id"), "name": name}
+        return {**called, "arguments": arguments}
+    if kind in LOCAL_OUTPUTS:
+        said = {"type": "function_call_output", "call_id": item.get("call_id")}
+        return {**said, "output": output_text(item)}
     if kind == ADDITIONAL:  # its tools are offered as functions: a note of them
         return {"type": "message", "role": "developer", "content": search_result_text(item)}
     if kind == "function_call" and item.get("namespace"):

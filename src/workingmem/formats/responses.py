@@ -34,6 +34,7 @@ from .client_tools import (
 )
 from .compaction import notes_of, text_of_notes
 from .files import carries_files, chat_part_of_input_file, input_file_of_chat_part, text_or_parts
+from .local_tools import LOCAL_CALLS, LOCAL_OUTPUTS, call_of, output_text
 
 __all__ = [
     "FORMAT",
@@ -209,6 +210,8 @@ def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
         name, arguments = flat_name(item), _json({INPUT: item.get(INPUT, "")})
     elif item.get("type") == "tool_search_call":
         name, arguments = TOOL_SEARCH, search_arguments(item)
+    elif item.get("type") in LOCAL_CALLS:  # as its tool is offered (`local_tools`)
+        name, arguments = call_of(item)
     else:  # computer, shell calls: their action is their arguments
         name = str(item.get("name") or item.get("type"))
         rest = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
@@ -231,6 +234,8 @@ def _tool_view(item: Mapping[str, Any]) -> Message:
     content: str | list[dict[str, Any]]
     if item.get("type") == "tool_search_output":
         content = search_result_text(item)
+    elif item.get("type") in LOCAL_OUTPUTS:
+        content = output_text(item)
     elif isinstance(output, str):
         content = output
     elif isinstance(output, list):

@@ -18,6 +18,7 @@ from typing import Any
 from ..types import Message, NativeItem
 from . import unserved_choice
 from .client_tools import Offered, in_client_words
+from .local_tools import APPLY_PATCH, SHELL
 from .responses import turns_of
 from .tool_choice import ALLOWED_TOOLS, responses_allowed
 
@@ -42,12 +43,15 @@ def chat_options(
     text: Mapping[str, Any] | None = None,
     reasoning: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The chat request's fields for what a Responses request asks of the answer."""
+    """The chat request's fields for what a Responses request asks of the answer (a choice of
+    the client's ``shell`` or ``apply_patch``: of the function it is offered as)."""
     options: dict[str, Any] = {}
     if isinstance(tool_choice, str):
         options["tool_choice"] = tool_choice
     elif isinstance(tool_choice, Mapping) and tool_choice.get("type") == ALLOWED_TOOLS:
         options["tool_choice"] = responses_allowed(tool_choice)
+    elif isinstance(tool_choice, Mapping) and tool_choice.get("type") in (SHELL, APPLY_PATCH):
+        options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["type"]}}
     elif isinstance(tool_choice, Mapping):
         if tool_choice.get("type") != "function":
             raise unserved_choice(tool_choice.get("type"))

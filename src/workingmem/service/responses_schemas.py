@@ -43,6 +43,8 @@ __all__ = [
     "dumped",
 ]
 
+_CLIENT_TOOLS = ("function", "custom", "namespace", "tool_search", "shell", "apply_patch")
+"""The types of the Responses tools the gateway offers (any other is refused, named)."""
 _LOADING = ("tool_search_output", ADDITIONAL)
 """The input items whose tools are offered from there on."""
 MAX_ITEMS = 2000
@@ -201,6 +203,16 @@ class ToolSearchToolIn(OpenShape):
     parameters: dict[str, Any] | None = None
 
 
+class LocalToolIn(OpenShape):
+    """A ``shell`` (its ``environment`` ``local``) or an ``apply_patch`` the client runs on its
+    machine (the OpenAI Agents SDK's `ShellTool`, `ApplyPatchTool`): the upstream is offered a
+    function of that name; a call comes back as a ``shell_call`` or an ``apply_patch_call``. A
+    shell in a container (one the server runs) is refused, named."""
+
+    type: Literal["shell", "apply_patch"]
+    environment: dict[str, Any] | None = None
+
+
 class UnservedTool(OpenShape):
     """A tool of another type (a hosted tool such as ``web_search``, which the upstream would
     run): refused with a 400 that names it."""
@@ -240,8 +252,10 @@ Tool = Annotated[
     | Annotated[CustomToolIn, Tag("custom")]
     | Annotated[NamespaceToolIn, Tag("namespace")]
     | Annotated[ToolSearchToolIn, Tag("tool_search")]
+    | Annotated[LocalToolIn, Tag("shell")]
+    | Annotated[LocalToolIn, Tag("apply_patch")]
     | Annotated[UnservedTool, Tag("other")],
-    Discriminator(type_is("function", "custom", "namespace", "tool_search")),
+    Discriminator(type_is(*_CLIENT_TOOLS)),
 ]
 
 

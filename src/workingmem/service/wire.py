@@ -57,9 +57,9 @@ NotGroupedTool = not_of("function", "custom")
 """The ``type`` of a tool in a Responses ``namespace`` that is neither a function nor custom."""
 NotText = not_of("text")
 """The ``type`` of an Anthropic block that is no text (in a system message: refused)."""
-NotClientTool = not_of("function", "custom", "namespace", "tool_search")
+NotClientTool = not_of("function", "custom", "namespace", "tool_search", "shell", "apply_patch")
 """The ``type`` of a Responses tool the gateway does not offer: neither a function, a custom
-tool, a ``namespace`` of them, nor a tool search."""
+tool, a ``namespace`` of them, a tool search, nor a ``shell`` or ``apply_patch``."""
 
 
 def type_is(*served: str, untyped: bool = False) -> Callable[[Any], str]:
