@@ -2,9 +2,9 @@
 (`workingmem.served_tools`): the OpenAI Agents SDK's `ToolSearchTool()` over tools marked
 ``defer_loading`` (`formats.tool_search` says what the model is offered and what a call loads).
 
-    search = ServerToolSearch.of(tools, loaded, offered)   # None without such a search
+    search = ServerToolSearch.of(tools, loaded, offered)  # None without such a search
     result = await gateway.ask(..., served=search)
-    output = [*search.items, *answer_items]         # the search's items come first
+    output = [*search.items, *answer_items]  # the search's items come first
 
 A call of it is answered at once: the thread stores a ``tool_search_call`` and its
 ``tool_search_output`` (``execution: "server"``, the tools found), the response shows them
@@ -21,7 +21,7 @@ from typing import Any
 
 from ..formats.client_tools import TOOL_SEARCH, Loaded, Offered, offer, parsed_arguments
 from ..formats.responses import turns_of
-from ..formats.responses_chat import new_id
+from ..formats.responses_chat import new_id, output_items
 from ..formats.tool_search import Catalog, is_server_search
 from ..served_tools import ServedRound
 
@@ -58,11 +58,11 @@ class ServerToolSearch:
     def run(self, calls: Sequence[dict[str, Any]], *, text: str) -> ServedRound:
         """Each call's ``tool_search_call`` and ``tool_search_output`` (after what the model
         said with them), and the tools as offered from now on."""
-        said: list[dict[str, Any]] = []
-        if text:
-            part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-            message = {"type": "message", "role": "assistant", "status": "completed"}
-            said.append({"id": new_id("msg"), **message, "content": [part]})
+        said = (
+            output_items({"role": "assistant", "content": text}, message_id=new_id("msg"))
+            if text
+            else []
+        )
         outputs: list[dict[str, Any]] = []
         for call in calls:
             arguments = parsed_arguments(str(call["function"].get("arguments") or ""))
