@@ -216,6 +216,25 @@ def test_a_chain_of_responses_keeps_what_its_search_loaded(
     assert list(offered(answers(upstream)[-1]))[2:] == ["crm__find_order", "crm__cancel_order"]
 
 
+def test_a_conversation_keeps_what_its_search_loaded(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    upstream.responder = loading
+    conversation = served.conversations.create().id
+
+    def create(given: Any) -> Any:
+        return served.responses.create(
+            model="answer-model", conversation=conversation, input=given, tools=TOOLS
+        )
+
+    call: Any = create(ASK).output[-1]
+    output: Any = [{"type": "function_call_output", "call_id": call.call_id, "output": "shipped"}]
+    assert create(output).output_text == "Found: shipped"
+    assert "crm__find_order" in offered(answers(upstream)[-1])
+    assert create("And 43?").output[0].type == "function_call"  # no search: loaded
+    assert list(offered(answers(upstream)[-1]))[2:] == ["crm__find_order", "crm__cancel_order"]
+
+
 @pytest.mark.parametrize(
     ("paths", "loads"),
     [

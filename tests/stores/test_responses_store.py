@@ -11,6 +11,7 @@ import pytest
 
 import workingmem as wm
 from tests.helpers import assistant, user
+from workingmem.stores import ResponseStore
 from workingmem.stores.responses import Conversation, StoredResponse
 
 pytestmark = pytest.mark.asyncio
@@ -109,6 +110,23 @@ async def test_carried_tools_round_trip(store: wm.Store, tenant: str) -> None:
         await store.put_response(tenant_id=tenant, response=wrong)
     with pytest.raises(wm.NotFoundError):
         await store.get_response(tenant_id=tenant, response_id="wrong")
+
+
+async def test_a_thread_s_newest_response_is_the_one_whose_output_ends_last(
+    store: wm.Store, tenant: str
+) -> None:
+    assert isinstance(store, ResponseStore)
+    await _thread(store, tenant)
+    assert await store.newest_response(tenant_id=tenant, thread_id="th") is None
+    await store.append(tenant_id=tenant, thread_id="th", messages=[user("on"), assistant("ok")])
+    later = dataclasses.replace(_response("later"), input_seq=3, output_seq=4, last_seq=4)
+    for response in (later, _response("earlier")):  # stored out of order
+        await store.put_response(tenant_id=tenant, response=response)
+    newest = await store.newest_response(tenant_id=tenant, thread_id="th")
+    assert newest is not None
+    assert (newest.response_id, newest.last_seq) == ("later", 4)
+    assert await store.newest_response(tenant_id=tenant + "-other", thread_id="th") is None
+    assert await store.newest_response(tenant_id=tenant, thread_id="nothing") is None
 
 
 async def test_created_at_is_the_stores_not_the_callers(store: wm.Store, tenant: str) -> None:

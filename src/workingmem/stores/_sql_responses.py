@@ -45,12 +45,17 @@ _MARK_AWAITING = (
 )
 _WHILE_NEWEST = " WHERE (SELECT max(seq) FROM turns WHERE turns.thread_pk = excluded.thread_pk) = ?"
 """A mark replaces the one noted only while the turn it names is the thread's newest."""
-_SELECT_RESPONSE = (
-    "SELECT th.thread_id, r.input_seq, r.output_seq, r.last_seq, r.body, r.created_at, "
-    "r.carried_instructions, r.carried_tools "
+_RESPONSE_COLUMNS = (
+    "SELECT r.response_id, th.thread_id, r.input_seq, r.output_seq, r.last_seq, r.body, "
+    "r.created_at, r.carried_instructions, r.carried_tools "
     "FROM responses AS r JOIN threads AS th ON th.id = r.thread_pk "
-    "WHERE r.tenant_id = ? AND r.response_id = ?"
 )
+_SELECT_RESPONSE = _RESPONSE_COLUMNS + "WHERE r.tenant_id = ? AND r.response_id = ?"
+_SELECT_NEWEST = (
+    _RESPONSE_COLUMNS
+    + "WHERE th.tenant_id = ? AND th.thread_id = ? ORDER BY r.last_seq DESC LIMIT 1"
+)
+"""A thread's record whose output ends last (`responses_by_thread` finds its records)."""
 
 
 class SQLResponses:
@@ -108,7 +113,17 @@ class SQLResponses:
             row = await session.row(_SELECT_RESPONSE, key)
         if row is None:
             raise NotFoundError("response", response_id)
-        thread_id, input_seq, output_seq, last_seq, body, stamp, carried, tools = row
+        return self._stored(row)
+
+    async def newest_response(self, *, tenant_id: str, thread_id: str) -> StoredResponse | None:
+        key = _rows.check_scope(tenant_id, thread_id)
+        async with self._dialect.read() as session:
+            row = await session.row(_SELECT_NEWEST, key)
+        return None if row is None else self._stored(row)
+
+    def _stored(self, row: Row) -> StoredResponse:
+        """A record from its row (`_RESPONSE_COLUMNS`)."""
+        response_id, thread_id, input_seq, output_seq, last_seq, body, stamp, carried, tools = row
         loaded: dict[str, Any] = json.loads(body)
         return StoredResponse(
             response_id=response_id,

@@ -74,6 +74,11 @@ class ResponseStore(Protocol):
         """Deletes the record (its turns stay in the thread), or `NotFoundError`."""
         ...
 
+    async def newest_response(self, *, tenant_id: str, thread_id: str) -> StoredResponse | None:
+        """The thread's record whose output ends last (a conversation's newest response);
+        None when it has none, or is no thread of the tenant's."""
+        ...
+
     async def get_conversation(self, *, tenant_id: str, conversation_id: str) -> Conversation:
         """The thread as a conversation (metadata ``{}`` until set), or `NotFoundError`."""
         ...

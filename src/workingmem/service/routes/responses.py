@@ -322,6 +322,19 @@ async def _continuing(
     return await call(await _continued(gateway, tenant, target, turns))
 
 
+async def _carried_tools(
+    records: ResponseStore, tenant: str, target: _Target
+) -> list[dict[str, Any]] | None:
+    """The tools loaded before the request in what it continues: the chain of the response it
+    continues, or the conversation's (its newest response's); none for another thread."""
+    if target.previous is not None:
+        return target.previous.carried_tools
+    if target.conversation_id is None:
+        return None
+    newest = await records.newest_response(tenant_id=tenant, thread_id=target.conversation_id)
+    return newest.carried_tools if newest is not None else None
+
+
 async def _fork(gateway: Gateway, tenant: str, previous: StoredResponse) -> _Target:
     """A new thread that continues from `previous`, which is not its thread's newest."""
     fork = new_id("conv")
@@ -359,7 +372,7 @@ async def create_response(
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
     given = body.given_tools()
-    loaded = body.loaded_tools(target.previous.carried_tools if target.previous else None)
+    loaded = body.loaded_tools(await _carried_tools(records, tenant, target))
     tools, offered = offer(given, loaded=loaded)
     search = ServerToolSearch.of(given, loaded, offered)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
@@ -610,6 +623,7 @@ async def count_input_tokens(
     tokenizer). Nothing is stored. Continuing a response that is not its thread's newest, the
     thread is counted as it stands (`create` would fork it at that response)."""
     gateway, target, turns, user_id = await _read_only(request, tenant, body, asked, "count")
+    services = get_services(request)
     instructions, turns = _instructions(body.instructions, target, turns)  # as `create` does
     target, turns = await _restored(gateway, tenant, target, turns)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
@@ -621,7 +635,7 @@ async def count_input_tokens(
         profile=profile,
         system_prompt=instructions.system_prompt,
         model=model,
-        tools=body.offered_tools(target.previous.carried_tools if target.previous else None)[0],
+        tools=body.offered_tools(await _carried_tools(records_of(services), tenant, target))[0],
         appends=target.appends,
     )
     return {"object": "response.input_tokens", "input_tokens": tokens}
