@@ -129,6 +129,24 @@ def test_a_search_is_run_in_the_request_and_the_tool_found_called(
     assert _results(sent) == [FOUND, "shipped"]
 
 
+def test_a_client_s_own_history_reads_the_search_too(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """History "client": the upstream is sent the client's items, then the search's round."""
+    upstream.responder = loading
+    response = served.responses.create(
+        model="answer-model",
+        input=ASK,
+        tools=TOOLS,
+        extra_headers={"X-Workingmem-History": "client", "X-Thread-Id": "sts6"},
+    )
+    kinds = [item.type for item in response.output]
+    assert kinds == ["tool_search_call", "tool_search_output", "function_call"]
+    calling = answers(upstream)[-1]
+    assert called(calling) == [("tool_search", {"paths": ["crm"]})]
+    assert _results(calling) == [FOUND]
+
+
 def test_the_search_s_items_stream_before_the_answer(
     served: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:
