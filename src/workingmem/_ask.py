@@ -260,10 +260,7 @@ class Ask:
                 self.rounds += 1
                 # the client sees the text
                 text = "" if self.client_calls or served else completion.text
-                rounds = await self._run_tools(ours, text=text)
-                self.turns += rounds
-                if self.passthrough is not None:  # the next round reads this one too
-                    self.passthrough.extend(self._as_sent(turn) for turn in rounds)
+                self._keep_round(await self._run_tools(ours, text=text))
                 ran = True
             if served:
                 await self._serve(served, text="" if self.client_calls or ran else completion.text)
@@ -318,9 +315,11 @@ class Ask:
         served = self.served
         if served is None:
             return []
-        ran = [call for call in self.client_calls if served.serves(str(tool_name(call)))]
-        if ran:
-            self.client_calls = tuple(c for c in self.client_calls if not any(c is r for r in ran))
+        ran: list[dict[str, Any]] = []
+        kept: list[dict[str, Any]] = []
+        for call in self.client_calls:
+            (ran if served.serves(str(tool_name(call))) else kept).append(call)
+        self.client_calls = tuple(kept)
         return ran if self.served_rounds < limit else []
 
     async def _serve(self, calls: Sequence[dict[str, Any]], *, text: str) -> None:
@@ -328,9 +327,13 @@ class Ask:
         assert self.served is not None
         self.served_rounds += 1
         done = self.served.run(calls, text=text)
-        stored = await self._store_output(done.turns, from_model=True)
-        self.turns += stored
+        self._keep_round(await self._store_output(done.turns, from_model=True))
         self.client_tools = list(done.tools)
+
+    def _keep_round(self, stored: list[Turn]) -> None:
+        """A round the gateway ran, stored: the ask's turns, and what the next round reads
+        of a client's own history."""
+        self.turns += stored
         if self.passthrough is not None:
             self.passthrough.extend(self._as_sent(turn) for turn in stored)
 

@@ -147,6 +147,34 @@ def test_a_client_s_own_history_reads_the_search_too(
     assert _results(calling) == [FOUND]
 
 
+def test_the_gateway_s_memory_rounds_stay_out_of_the_output_beside_a_search(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """R30: the agent-memory calls never reach the client; the search's items do."""
+
+    def remembering(request: dict[str, Any]) -> Reply:
+        """Reads the working memory, then searches, then calls the tool found."""
+        if "tools" not in request:
+            return Reply("Noted.")
+        names = [name for name, _ in called(request)]
+        if "get_working_memory" not in names:
+            return Reply(None, tool_calls=[tool_call("get_working_memory", {}, id="m1")])
+        if "tool_search" not in names:
+            return Reply(None, tool_calls=[tool_call("tool_search", {"paths": ["crm"]})])
+        return Reply(None, tool_calls=[tool_call("crm__find_order", {"number": "42"})])
+
+    upstream.responder = remembering
+    response = served.responses.create(
+        model="answer-model", input=ASK, tools=TOOLS, extra_headers={"X-Thread-Id": "sts7"}
+    )
+    kinds = [item.type for item in response.output]
+    assert kinds == ["tool_search_call", "tool_search_output", "function_call"]
+    assert "working_memory" not in response.model_dump_json()
+    _, searching, calling = answers(upstream)
+    assert [name for name, _ in called(searching)] == ["get_working_memory"]
+    assert list(offered(calling))[2:] == ["crm__find_order", "crm__cancel_order"]
+
+
 def test_the_search_s_items_stream_before_the_answer(
     served: openai.OpenAI, upstream: ScriptedUpstream
 ) -> None:

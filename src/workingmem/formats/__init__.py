@@ -5,12 +5,21 @@ chat-format view that token counts, units and windows use; these modules make th
 give the originals back.
 """
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["ORIGINAL_KEY", "carrying", "joined_instructions", "unserved_choice", "unserved_tool"]
+__all__ = [
+    "ORIGINAL_KEY",
+    "carrying",
+    "compact_json",
+    "joined_instructions",
+    "parsed_arguments",
+    "unserved_choice",
+    "unserved_tool",
+]
 
 ORIGINAL_KEY = "workingmem_original"
 """A window's message sent to an upstream that speaks a turn's own format (the Responses API,
@@ -23,6 +32,21 @@ def carrying(message: Mapping[str, Any], original: Mapping[str, Any] | None) -> 
     """`message` (a chat view) carrying its `original` under `ORIGINAL_KEY`; as it is when
     there is none."""
     return {**message, ORIGINAL_KEY: original} if original else dict(message)
+
+
+def compact_json(value: object) -> str:
+    """`value` as the compact JSON a view or a call's arguments are written in (what is no
+    JSON, as its text)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def parsed_arguments(arguments: str) -> object:
+    """A call's arguments as the object they are; as the model wrote them when no JSON."""
+    try:
+        parsed: object = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return parsed
 
 
 def joined_instructions(*texts: str | None) -> str | None:

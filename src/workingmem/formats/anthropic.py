@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
-from . import unserved_tool
+from . import compact_json, unserved_tool
 from .anthropic_system import SYSTEM_ROLE
 from .client_tools import found_tools_text
 from .files import (
@@ -176,7 +176,7 @@ def _user_view(blocks: list[dict[str, Any]]) -> Message:
     parts: list[dict[str, Any]] = []
     for block in blocks:
         if block["type"] == "tool_result":  # a result after the user's words: said, not a unit
-            parts.append(_text_part(_json(block)))
+            parts.append(_text_part(compact_json(block)))
         elif block["type"] in _VIEWED:
             parts.extend(_chat_parts(block))
     return {"role": "user", "content": text_or_parts(parts)}
@@ -256,7 +256,7 @@ def answer_view(content: object) -> Message:
                     "type": "function",
                     "function": {
                         "name": str(block.get("name", "")),
-                        "arguments": _json(block.get("input", {})),
+                        "arguments": compact_json(block.get("input", {})),
                     },
                 }
             )
@@ -264,10 +264,6 @@ def answer_view(content: object) -> Message:
     if calls:
         return {"role": "assistant", "content": text or None, "tool_calls": calls}
     return {"role": "assistant", "content": text}
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 # -- view -> blocks ----------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ValidationError
-from . import unserved_tool
+from . import compact_json, parsed_arguments, unserved_tool
 from .local_tools import (
     APPLY_PATCH,
     LOCAL_CALLS,
@@ -61,7 +61,6 @@ __all__ = [
     "found_tools_text",
     "in_client_words",
     "offer",
-    "parsed_arguments",
     "search_arguments",
     "search_result_text",
 ]
@@ -247,7 +246,7 @@ def search_arguments(item: Mapping[str, Any]) -> str:
     arguments = item.get("arguments")
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(arguments)
 
 
 def search_result_text(item: Mapping[str, Any]) -> str:
@@ -341,15 +340,6 @@ def _search_call(item: Mapping[str, Any], *, server: bool = False) -> dict[str, 
         "status": item.get("status") or "completed",
         "arguments": parsed,
     }
-
-
-def parsed_arguments(arguments: str) -> object:
-    """A call's arguments as the object they are; as the model wrote them when no JSON."""
-    try:
-        parsed: object = json.loads(arguments)
-    except ValueError:
-        return arguments
-    return parsed
 
 
 def _input_of(arguments: str) -> str:

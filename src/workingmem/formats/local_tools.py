@@ -16,12 +16,12 @@ A ``shell`` whose environment is a container is one the server runs: a hosted to
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ValidationError
+from . import compact_json, parsed_arguments
 
 __all__ = [
     "APPLY_PATCH",
@@ -134,8 +134,8 @@ def call_of(item: Mapping[str, Any]) -> tuple[str, str]:
     made: its name and its arguments (JSON)."""
     if item.get("type") == "shell_call":
         action = item.get("action")
-        return SHELL, _json(action if isinstance(action, Mapping) else {})
-    return APPLY_PATCH, _json({"operation": item.get("operation")})
+        return SHELL, compact_json(action if isinstance(action, Mapping) else {})
+    return APPLY_PATCH, compact_json({"operation": item.get("operation")})
 
 
 def output_text(item: Mapping[str, Any]) -> str:
@@ -165,12 +165,5 @@ def _outcome(outcome: object) -> str:
 
 def _object(arguments: object) -> dict[str, Any]:
     """A call's arguments as an object (none when they are no JSON object)."""
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
-    except ValueError:
-        return {}
+    parsed = parsed_arguments(arguments) if isinstance(arguments, str) else arguments
     return dict(parsed) if isinstance(parsed, Mapping) else {}
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

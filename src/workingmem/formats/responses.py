@@ -17,12 +17,12 @@ The view leaves out what the chat format has no place for (reasoning, hosted too
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ValidationError
 from ..types import Message, NativeItem, Turn
+from . import compact_json
 from .breakpoints import BREAKPOINT
 from .client_tools import (
     ADDITIONAL,
@@ -207,21 +207,21 @@ def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
     if item.get("type") == "function_call":
         name, arguments = flat_name(item), item.get("arguments")
     elif item.get("type") == "custom_tool_call":  # as its tool is offered (`client_tools`)
-        name, arguments = flat_name(item), _json({INPUT: item.get(INPUT, "")})
+        name, arguments = flat_name(item), compact_json({INPUT: item.get(INPUT, "")})
     elif item.get("type") == "tool_search_call":
         name, arguments = TOOL_SEARCH, search_arguments(item)
     elif item.get("type") in LOCAL_CALLS:  # as its tool is offered (`local_tools`)
         name, arguments = call_of(item)
-    else:  # computer, shell calls: their action is their arguments
+    else:  # computer calls and the like: their action is their arguments
         name = str(item.get("name") or item.get("type"))
         rest = {k: v for k, v in item.items() if k not in ("type", "id", "call_id", "status")}
-        arguments = rest.get("input") if isinstance(rest.get("input"), str) else _json(rest)
+        arguments = rest.get("input") if isinstance(rest.get("input"), str) else compact_json(rest)
     return {
         "id": item["call_id"],
         "type": "function",
         "function": {
             "name": str(name),
-            "arguments": arguments if isinstance(arguments, str) else _json(arguments),
+            "arguments": arguments if isinstance(arguments, str) else compact_json(arguments),
         },
     }
 
@@ -241,7 +241,7 @@ def _tool_view(item: Mapping[str, Any]) -> Message:
     elif isinstance(output, list):
         content = text_or_parts(_chat_parts(output))
     else:
-        content = _json(output)
+        content = compact_json(output)
     return {"role": "tool", "tool_call_id": item["call_id"], "content": content}
 
 
@@ -252,7 +252,7 @@ def _user_view(item: Mapping[str, Any]) -> Message:
     if item.get("type") == ADDITIONAL:  # a developer's tools: offered, named here
         return {"role": "user", "content": search_result_text(item)}
     if item.get("type") not in (None, "message"):
-        return {"role": "user", "content": _json(item)}
+        return {"role": "user", "content": compact_json(item)}
     content = item.get("content")
     if isinstance(content, str):
         return {"role": "user", "content": content}
@@ -288,10 +288,6 @@ def _text(content: object) -> str:
             if isinstance(text, str):
                 texts.append(text)
     return "\n".join(texts)
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 # -- view -> items ---------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..formats.client_tools import TOOL_SEARCH, Loaded, Offered, offer, parsed_arguments
+from ..formats import parsed_arguments
+from ..formats.client_tools import TOOL_SEARCH, Loaded, Offered, offer
 from ..formats.responses import turns_of
 from ..formats.responses_chat import new_id, output_items
 from ..formats.tool_search import Catalog, is_server_search
