@@ -10,6 +10,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,13 +196,18 @@ async def test_turns_indexed_when_they_were_appended_stay_found(tmp_path: Path) 
     [
         (13, "", "", (None, None)),  # before migration 14 (carried instructions)
         (16, ", carried_instructions", ", '\"Be brief.\"'", ("Be brief.", None)),  # and 17
+        (17, ", carried_tools", ", '[]'", (None, [])),  # before migration 18 (answer keys)
     ],
 )
 async def test_a_response_stored_before_a_column_it_carries_carries_none(
-    version: int, column: str, value: str, carried: tuple[str | None, None], tmp_path: Path
+    version: int,
+    column: str,
+    value: str,
+    carried: tuple[str | None, list[Any] | None],
+    tmp_path: Path,
 ) -> None:
-    """Migrations 14 and 17 add the columns a response's carried instructions and tools live
-    in: a response of an earlier version is read, and carries none."""
+    """Migrations 14, 17 and 18 add the columns a response's carried instructions, tools and
+    answer key live in: a response of an earlier version is read, and has none of them."""
     path = tmp_path / "memory.db"
     _database_at(path, version)
     stamp = "2026-01-01T00:00:00+00:00"
@@ -222,6 +228,7 @@ async def test_a_response_stored_before_a_column_it_carries_carries_none(
         got = await store.get_response(tenant_id="t", response_id="resp_1")
     assert got.body == {"id": "resp_1"}
     assert (got.carried_instructions, got.carried_tools) == carried
+    assert got.answer_key is None
 
 
 def test_each_dialects_migrations_are_numbered_one_by_one() -> None:

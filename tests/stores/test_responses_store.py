@@ -192,6 +192,47 @@ async def test_deleting_a_response_keeps_its_turns(store: wm.Store, tenant: str)
     assert (await store.get_response(tenant_id=tenant, response_id="resp_1")).body == BODY
 
 
+async def test_a_response_is_found_by_its_answer_key(store: wm.Store, tenant: str) -> None:
+    """`find_answered`: the thread of the tenant's newest record kept under the key; none for
+    a key no record keeps, for another tenant, and once the record's thread is deleted."""
+    assert isinstance(store, ResponseStore)
+    await _thread(store, tenant, "first")
+    await _thread(store, tenant, "second")
+    await store.put_response(
+        tenant_id=tenant,
+        response=dataclasses.replace(_response("resp_1", "first"), answer_key="k1"),
+    )
+    assert await store.find_answered(tenant_id=tenant, key="k1") == "first"
+    got = await store.get_response(tenant_id=tenant, response_id="resp_1")
+    assert got.answer_key == "k1"
+    await store.put_response(tenant_id=tenant, response=_response("resp_2", "second"))
+    assert (await store.get_response(tenant_id=tenant, response_id="resp_2")).answer_key is None
+    await store.put_response(
+        tenant_id=tenant,
+        response=dataclasses.replace(_response("resp_3", "second"), answer_key="k1"),
+    )
+    assert await store.find_answered(tenant_id=tenant, key="k1") == "second"  # the newest
+    assert await store.find_answered(tenant_id=tenant, key="k2") is None
+    assert await store.find_answered(tenant_id=f"{tenant}-b", key="k1") is None
+    await store.delete_thread(tenant_id=tenant, thread_id="second")
+    assert await store.find_answered(tenant_id=tenant, key="k1") == "first"
+
+
+@pytest.mark.parametrize("key", ["", "k" * 129, 7])
+async def test_an_answer_key_must_be_a_short_text(
+    store: wm.Store, tenant: str, key: object
+) -> None:
+    assert isinstance(store, ResponseStore)
+    await _thread(store, tenant)
+    bad = dataclasses.replace(_response(), answer_key=key)  # type: ignore[arg-type]
+    with pytest.raises(wm.ValidationError):
+        await store.put_response(tenant_id=tenant, response=bad)
+    with pytest.raises(wm.ValidationError):
+        await store.find_answered(tenant_id=tenant, key=key)  # type: ignore[arg-type]
+    with pytest.raises(wm.NotFoundError):
+        await store.get_response(tenant_id=tenant, response_id="resp_1")
+
+
 async def test_the_same_id_in_two_tenants_is_two_records(store: wm.Store, tenant: str) -> None:
     """And neither tenant can read, delete or overwrite the other's."""
     other = f"{tenant}-b"

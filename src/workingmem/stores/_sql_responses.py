@@ -47,7 +47,7 @@ _WHILE_NEWEST = " WHERE (SELECT max(seq) FROM turns WHERE turns.thread_pk = excl
 """A mark replaces the one noted only while the turn it names is the thread's newest."""
 _RESPONSE_COLUMNS = (
     "SELECT r.response_id, th.thread_id, r.input_seq, r.output_seq, r.last_seq, r.body, "
-    "r.created_at, r.carried_instructions, r.carried_tools "
+    "r.created_at, r.carried_instructions, r.carried_tools, r.answer_key "
     "FROM responses AS r JOIN threads AS th ON th.id = r.thread_pk "
 )
 _SELECT_RESPONSE = _RESPONSE_COLUMNS + "WHERE r.tenant_id = ? AND r.response_id = ?"
@@ -56,6 +56,16 @@ _SELECT_NEWEST = (
     + "WHERE th.tenant_id = ? AND th.thread_id = ? ORDER BY r.last_seq DESC LIMIT 1"
 )
 """A thread's record whose output ends last (`responses_by_thread` finds its records)."""
+_SELECT_ANSWERED = (
+    "SELECT th.thread_id FROM responses AS r JOIN threads AS th ON th.id = r.thread_pk "
+    "WHERE r.tenant_id = ? AND r.answer_key = ? ORDER BY r.created_at DESC LIMIT 1"
+)
+"""The thread of the newest record of an answer key (`responses_by_answer_key`)."""
+
+
+def _check_key(name: str, key: object) -> None:
+    if not isinstance(key, str) or not 1 <= len(key) <= 128:
+        raise ValidationError(name, "must be a string of 1 to 128 characters")
 
 
 class SQLResponses:
@@ -94,15 +104,18 @@ class SQLResponses:
         if loaded is not None and not isinstance(loaded, list):
             raise ValidationError("response.carried_tools", "must be a list of tools or None")
         tools = None if loaded is None else dumps_json(loaded, "response.carried_tools")
+        answer_key = response.answer_key
+        if answer_key is not None:
+            _check_key("response.answer_key", answer_key)
         stamp = self._dialect.stamp(_rows.utcnow())
         async with self._dialect.write() as session:
             pk = (await self._locked_thread(session, tenant_id, thread_id, "thread"))[0]
             inserted = await session.run(
                 "INSERT INTO responses (tenant_id, response_id, thread_pk, input_seq, "
-                "output_seq, last_seq, body, carried_instructions, carried_tools, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "output_seq, last_seq, body, carried_instructions, carried_tools, answer_key, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, response_id) DO NOTHING",
-                (tenant_id, response_id, pk, *seqs, body, carried, tools, stamp),
+                (tenant_id, response_id, pk, *seqs, body, carried, tools, answer_key, stamp),
             )
             if not inserted:
                 raise ConflictError(f"response {response_id!r} exists already")
@@ -123,7 +136,18 @@ class SQLResponses:
 
     def _stored(self, row: Row) -> StoredResponse:
         """A record from its row (`_RESPONSE_COLUMNS`)."""
-        response_id, thread_id, input_seq, output_seq, last_seq, body, stamp, carried, tools = row
+        (
+            response_id,
+            thread_id,
+            input_seq,
+            output_seq,
+            last_seq,
+            body,
+            stamp,
+            carried,
+            tools,
+            answer_key,
+        ) = row
         loaded: dict[str, Any] = json.loads(body)
         return StoredResponse(
             response_id=response_id,
@@ -134,6 +158,7 @@ class SQLResponses:
             body=loaded,
             carried_instructions=None if carried is None else json.loads(carried),
             carried_tools=None if tools is None else json.loads(tools),
+            answer_key=answer_key,
             created_at=self._dialect.moment(stamp),
         )
 
@@ -169,8 +194,7 @@ class SQLResponses:
     ) -> None:
         tenant_id = check_id("tenant_id", tenant_id)
         conversation_id = check_id("conversation_id", conversation_id)
-        if not isinstance(key, str) or not 1 <= len(key) <= 128:
-            raise ValidationError("key", "must be a string of 1 to 128 characters")
+        _check_key("key", key)
         if newest_seq is not None and (type(newest_seq) is not int or newest_seq < 1):
             raise ValidationError("newest_seq", "must be a positive integer")
         async with self._dialect.write() as session:
@@ -192,6 +216,13 @@ class SQLResponses:
                 "ORDER BY th.updated_at DESC, th.id DESC LIMIT 1",
                 (tenant_id, key),
             )
+        return None if row is None else str(row[0])
+
+    async def find_answered(self, *, tenant_id: str, key: str) -> str | None:
+        tenant_id = check_id("tenant_id", tenant_id)
+        _check_key("key", key)
+        async with self._dialect.read() as session:
+            row = await session.row(_SELECT_ANSWERED, (tenant_id, key))
         return None if row is None else str(row[0])
 
     async def set_conversation_metadata(

@@ -44,6 +44,10 @@ class StoredResponse:
     carried_tools: list[dict[str, Any]] | None = None
     """The tools its chain loaded (a tool search's output, an ``additional_tools`` item),
     after those of the response it continued: what continuing from it offers (None: none)."""
+    answer_key: str | None = None
+    """A key of its answer (`workingmem.service.sessions.awaiting_key`), kept for a response
+    stored in a thread found by how its input opened: the conversation a session adds the
+    answer to afterwards finds that thread by it (`find_answered`). None: not kept."""
     created_at: datetime | None = None
     """Set by the store."""
 
@@ -95,6 +99,11 @@ class ResponseStore(Protocol):
 
     async def find_awaiting(self, *, tenant_id: str, key: str) -> str | None:
         """The most recently updated conversation noted under `key`, or None."""
+        ...
+
+    async def find_answered(self, *, tenant_id: str, key: str) -> str | None:
+        """The thread of the tenant's newest response stored under answer `key`
+        (`StoredResponse.answer_key`), or None."""
         ...
 
     async def set_conversation_metadata(

@@ -11,11 +11,13 @@ verbatim; deleting a conversation deletes the thread and everything of it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
 
+from ...errors import NotFoundError
 from ...formats.responses import items_of, starts_with_output, turns_of
 from ...formats.responses_chat import new_id
 from ...stores.base import read_turns
@@ -43,7 +45,7 @@ from ..responses_schemas import (
     ItemsCreateRequest,
     dumped,
 )
-from ..sessions import awaiting_key, new_turns
+from ..sessions import awaiting_key, copy_of, new_turns
 from ..state import get_services
 from . import BUSY, ERRORS
 from .responses import records_of
@@ -60,9 +62,10 @@ async def _note_awaiting(
     user_id: str | None,
     turns: Sequence[NativeItem],
 ) -> None:
-    """Items that end with the user's turn (or a call's outputs) await an answer: a request
-    that sends them all as its input continues this conversation."""
-    if turns and turns[-1].message["role"] in ("user", "tool"):
+    """The conversation is found by its newest turn: items that end with the user's turn (or
+    a call's outputs) await an answer, items that end with an answer the client's next turn
+    (`workingmem.service.sessions`)."""
+    if turns:
         await records.mark_awaiting(
             tenant_id=tenant,
             conversation_id=conversation_id,
@@ -145,8 +148,10 @@ async def create_items(
     tenant: Tenant,
     x_user_id: UserIdHeader = None,
 ) -> dict[str, Any]:
-    """Appends the items. Those that repeat the answer the gateway stored last (a session that
-    saves a run's output after the gateway answered it) are not stored twice; see
+    """Appends the items. Those that repeat the conversation's newest turns through the answer
+    the gateway stored last (a session that saves a run's items after the gateway answered
+    them) are not stored twice; a thread the gateway stored such a run in, found by how it
+    opened, is forgotten once the conversation holds its turns. See
     `workingmem.service.sessions`."""
     services = get_services(request)
     records = records_of(services)
@@ -167,6 +172,17 @@ async def create_items(
         tenant_id=tenant, thread_id=conversation_id, messages=fresh, user_id=user_id
     )
     await _note_awaiting(records, tenant, conversation_id, user_id, turns)
+    copy = await copy_of(
+        records,
+        store,
+        tenant_id=tenant,
+        conversation_id=conversation_id,
+        user_id=user_id,
+        turns=turns,
+    )
+    if copy is not None:
+        with contextlib.suppress(NotFoundError):  # forgotten meanwhile
+            await services.gateway.delete_thread(tenant_id=tenant, thread_id=copy)
     data = [
         item_with_id(item, turn.seq or 0, index)
         for turn in [*repeated, *stored]

@@ -65,7 +65,7 @@ from ..responses_schemas import (
     ResponseInputRequest,
 )
 from ..server_compaction import compact_threshold, compaction_after, is_due
-from ..sessions import awaiting_thread
+from ..sessions import awaiting_key, awaiting_thread
 from ..sse import first_chat_piece
 from ..state import Services, get_services
 from ..tool_search import ServerToolSearch
@@ -387,6 +387,7 @@ async def create_response(
         )
         if found is not None:
             target = _Target(found, conversation_id=None)
+    by_opening = target.thread_id is None  # its record keeps its answer's key (`copy_of`)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     plan = gateway.plan(profile, model=model)
     info = ResponseInfo(
@@ -449,8 +450,9 @@ async def create_response(
             compacted = [item] if item is not None else []
         searched = search.items if search is not None else []
         carried = _Carried(instructions.carried, loaded)
+        key = awaiting_key(user_id, result.turns[-1].to_message()) if by_opening else None
         return await _finish(
-            records, tenant, info, result, len(turns), carried, searched, compacted
+            records, tenant, info, result, len(turns), carried, searched, compacted, key
         )
 
     if body.stream:
@@ -548,10 +550,12 @@ async def _finish(
     carried: _Carried,
     searched: Sequence[dict[str, Any]] = (),
     compacted: Sequence[dict[str, Any]] = (),
+    answer_key: str | None = None,
 ) -> dict[str, Any]:
     """The response object of an answer, stored as a record unless ``store: false``: the
     items of the tool searches the gateway ran for it (`ServerToolSearch`), the answer's, a
-    server-side compaction item."""
+    server-side compaction item; `answer_key`, what the record keeps of its answer for a
+    thread found by how the request opened (`sessions.copy_of`)."""
     answer = result.turns[-1]
     items = (answer.in_format(FORMAT) or {}).get("items") or []
     if info.request.wants_logprobs:
@@ -577,6 +581,7 @@ async def _finish(
                 body=body,
                 carried_instructions=carried.instructions,
                 carried_tools=carried.tools(),
+                answer_key=answer_key,
             ),
         )
     return body

@@ -1,0 +1,55 @@
+// The OpenAI Agents SDK for TypeScript through the gateway with `OpenAIConversationsSession`
+// (tests/service/test_agents_js.py): the session keeps the history in a conversation of the
+// gateway, sends all of it as the input of every model call, and adds each run's items to the
+// conversation once the run is answered. Four runs, the first and the third calling the
+// agent's tool; `stream` streams each run.
+//
+//   node session.mjs <base URL> <API key> plain|stream
+//
+// Prints {"answers": [...], "conversation": "conv_...", "items": [...]} as JSON, the items as
+// the session reads them back (each a role or a type).
+import OpenAI from 'openai';
+import {
+  Agent,
+  OpenAIConversationsSession,
+  run,
+  setDefaultOpenAIClient,
+  setTracingDisabled,
+  tool,
+} from '@openai/agents';
+import { z } from 'zod';
+
+const [baseURL, apiKey, mode] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+setDefaultOpenAIClient(client);
+setTracingDisabled(true);
+const weather = tool({
+  name: 'get_weather',
+  description: 'The weather in a city.',
+  parameters: z.object({ city: z.string() }),
+  execute: async ({ city }) => `sunny in ${city}`,
+});
+const agent = new Agent({
+  name: 'weather',
+  instructions: 'Be brief.',
+  model: 'answer-model',
+  tools: [weather],
+});
+const session = new OpenAIConversationsSession({ client });
+
+const answers = [];
+const questions = ['What is the weather in Lyon?', 'My name is Ada.', 'And the weather now?', 'Thanks'];
+for (const text of questions) {
+  if (mode === 'stream') {
+    const streamed = await run(agent, text, { session, stream: true });
+    for await (const _event of streamed) {
+      // read to its end
+    }
+    await streamed.completed;
+    answers.push(streamed.finalOutput);
+  } else {
+    answers.push((await run(agent, text, { session })).finalOutput);
+  }
+}
+const items = (await session.getItems()).map((item) => item.role ?? item.type);
+console.log(JSON.stringify({ answers, conversation: await session.getSessionId(), items }));
