@@ -11,7 +11,7 @@ Anthropic ``tool_result`` carries the photo (`--photo-kb` KB of base64, made up:
 measured is the bytes), and the turn after it is the model's answer. The library's
 `Gateway.ask` (SQLite, a scripted upstream on 127.0.0.1 that answers at once) is given the whole
 session plus a new question, as the client resends it, `--asks` times after a first untimed
-ask; each version runs in a process of its own (the other with its ``src`` first on
+ask; each version runs in a fresh process of its own (its checkout's ``src`` first on
 ``PYTHONPATH``), the two alternating `--repeat` times. It prints the median and the spread of
 the asks' milliseconds per version and their ratio; it never asserts.
 """

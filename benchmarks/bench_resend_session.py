@@ -14,7 +14,7 @@ items an exchange, ``--exchanges`` of them. The service as `workingmem serve` bu
 thread, in front of a scripted upstream on 127.0.0.1 that answers at once (the summary updates
 with a summary of realistic size); a first request stores the session, then each of `--asks`
 requests resends it all with the answers so far and a new question. Each version runs
-in a process of its own (the other with its ``src`` first on ``PYTHONPATH``), the two
+in a fresh process of its own (its checkout's ``src`` first on ``PYTHONPATH``), the two
 alternating `--repeat` times. It prints the median and the spread of the requests' milliseconds
 as the client saw them, per version, and their ratio; it never asserts.
 """

@@ -387,7 +387,8 @@ async def create_response(
         )
         if found is not None:
             target = _Target(found, conversation_id=None)
-    by_opening = target.thread_id is None  # its record keeps its answer's key (`copy_of`)
+    # found by how it opens: its record keeps a key of its answer (`sessions.copy_of`)
+    keeps_key = target.thread_id is None and body.store
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     plan = gateway.plan(profile, model=model)
     info = ResponseInfo(
@@ -450,7 +451,7 @@ async def create_response(
             compacted = [item] if item is not None else []
         searched = search.items if search is not None else []
         carried = _Carried(instructions.carried, loaded)
-        key = awaiting_key(user_id, result.turns[-1].to_message()) if by_opening else None
+        key = awaiting_key(user_id, result.turns[-1].to_message()) if keeps_key else None
         return await _finish(
             records, tenant, info, result, len(turns), carried, searched, compacted, key
         )
