@@ -12,9 +12,9 @@ longer works fails CI.
 - ``bash`` (``sh``, ``shell``, ``console``) blocks: every ``workingmem`` command in them
   parses, options and values included.
 - ``json`` blocks parse; an MCP host's configuration starts a ``workingmem`` command that parses.
-- ``javascript`` blocks run in Node.js beside the AI SDK the client test installs
-  (``tests/clients/ai-sdk``), against the gateway served as for Python; ``//>`` lines are what
-  they must print.
+- ``javascript`` blocks run in Node.js beside the client they import, as its test installs it
+  (``tests/clients/ai-sdk``, ``tests/clients/openai-agents``), against the gateway served as
+  for Python; ``//>`` lines are what they must print.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from workingmem.llm.testing import ScriptedResponse, ScriptedUpstream, echo
 from workingmem.service import ServiceSettings, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
-AI_SDK = ROOT / "tests" / "clients" / "ai-sdk"
+JS_CLIENTS = {"@openai/agents": "openai-agents", "ai": "ai-sdk"}
+"""The package a JavaScript example imports, and the folder of the client test that installs it."""
 PAGES = [ROOT / "README.md", ROOT / "docs"]
 GATEWAY_ADDRESS = "127.0.0.1:8080"
 """Where the examples say the gateway is (`workingmem serve`'s default port)."""
@@ -184,26 +185,33 @@ def test_the_json_example_parses(block: str) -> None:
         parse(server["args"])
 
 
-@pytest.mark.skipif(
-    shutil.which("node") is None or not (AI_SDK / "node_modules" / "ai").is_dir(),
-    reason="the JavaScript examples need Node.js and `npm ci` in tests/clients/ai-sdk",
-)
+def _js_client(block: str) -> Path:
+    """The client folder whose packages `block` imports (the first of `JS_CLIENTS` it does)."""
+    for package, folder in JS_CLIENTS.items():
+        if re.search(rf"from '{re.escape(package)}(/[^']*)?';", block):
+            return ROOT / "tests" / "clients" / folder
+    raise AssertionError(f"a JavaScript example that imports none of {sorted(JS_CLIENTS)}")
+
+
 @pytest.mark.parametrize("block", _examples("javascript"))
 def test_the_javascript_example_runs(
     block: str, upstream: ScriptedUpstream, tmp_path: Path
 ) -> None:
+    client = _js_client(block)
+    if shutil.which("node") is None or not (client / "node_modules").is_dir():
+        pytest.skip(f"the example needs Node.js and `npm ci` in {_relative(client)}")
     settings = ServiceSettings(
         database_url=f"sqlite:///{tmp_path / 'gateway.db'}",
         upstream_base_url=upstream.base_url,
         upstream_api_key="unused",
     )
-    program = AI_SDK / f"example-{tmp_path.name}.mjs"
+    program = client / f"example-{tmp_path.name}.mjs"
     with LiveServer(create_app(settings)) as gateway:
         program.write_text(block.replace(GATEWAY_ADDRESS, f"127.0.0.1:{gateway.port}"))
         try:
             ran = subprocess.run(
                 ["node", program.name],
-                cwd=AI_SDK,
+                cwd=client,
                 capture_output=True,
                 text=True,
                 timeout=60,
