@@ -66,14 +66,15 @@ def upstream_api(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def served(
-    database_url: str, upstream: ScriptedUpstream, upstream_api: str
+    database_url: str, upstream: ScriptedUpstream, upstream_api: str, tenant: str
 ) -> Iterator[openai.OpenAI]:
-    """The `openai` SDK on a gateway whose upstream speaks `upstream_api` and answers every
-    request "Noted."."""
+    """The `openai` SDK, with a key of the test's tenant (a fresh one: PostgreSQL's database
+    is shared), on a gateway whose upstream speaks `upstream_api` and answers every request
+    "Noted."."""
     upstream.responder = lambda request: Reply("Noted.")
     settings = settings_for(database_url, upstream, upstream_api=upstream_api)
     with LiveServer(create_app(settings)) as live:
-        key = create_key(database_url, "t-served", "tests").secret
+        key = create_key(database_url, tenant, "tests").secret
         with openai.OpenAI(base_url=f"{live.url}/v1", api_key=key, max_retries=0) as sdk:
             yield sdk
 

@@ -6,7 +6,6 @@ upstream speaking each API."""
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import httpx
@@ -36,7 +35,7 @@ def marked(*texts: str) -> Any:
 def test_cache_marks_are_taken_and_sent_to_an_openai_upstream(
     served: openai.OpenAI, upstream: ScriptedUpstream, upstream_api: str
 ) -> None:
-    thread = f"cached-{uuid.uuid4().hex}"  # `served`'s tenant is every test's on PostgreSQL
+    thread = "cached"
     for n in (1, 2):
         served.chat.completions.create(
             model="answer-model",
@@ -66,7 +65,7 @@ def test_cache_marks_are_taken_and_sent_to_an_openai_upstream(
 
 @pytest.mark.parametrize("upstream_api", ["chat"], indirect=True)
 def test_an_original_detail_image_and_a_resent_refusal_are_taken_and_kept(
-    served: openai.OpenAI, upstream: ScriptedUpstream, database_url: str
+    served: openai.OpenAI, upstream: ScriptedUpstream, database_url: str, tenant: str
 ) -> None:
     image: Any = {"type": "image_url", "image_url": {"url": PIXEL, "detail": "original"}}
     history: Any = [
@@ -84,7 +83,7 @@ def test_an_original_detail_image_and_a_resent_refusal_are_taken_and_kept(
         {"type": "refusal", "refusal": "not that part."},
     ]
     assert sent[-2]["content"] == refusal
-    key = create_key(database_url, "t-served", "rest").secret
+    key = create_key(database_url, tenant, "rest").secret
     base = str(served.base_url).removesuffix("/v1/")
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as api:
         assert turns(api, "refused")[1]["content"] == refusal

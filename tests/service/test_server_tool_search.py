@@ -281,6 +281,42 @@ def test_a_conversation_keeps_what_its_search_loaded(
     assert list(offered(answers(upstream)[-1]))[2:] == ["crm__find_order", "crm__cancel_order"]
 
 
+def test_a_thread_named_by_its_id_keeps_what_its_search_loaded(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """A client that names its thread (``X-Thread-Id``) and sends only its new input, offering
+    the search each time: the tools loaded earlier are offered (and counted) without another
+    search. A request that offers no search is offered none of them."""
+    upstream.responder = loading
+    named = {"X-Thread-Id": "sts-named"}
+
+    def create(given: Any, tools: Any = TOOLS) -> Any:
+        return served.responses.create(
+            model="answer-model", input=given, tools=tools, extra_headers=named
+        )
+
+    call: Any = create(ASK).output[-1]
+    output: Any = [{"type": "function_call_output", "call_id": call.call_id, "output": "shipped"}]
+    assert create(output).output_text == "Found: shipped"
+    assert create("And 43?").output[0].type == "function_call"  # no search: loaded
+    assert list(offered(answers(upstream)[-1]))[2:] == ["crm__find_order", "crm__cancel_order"]
+
+    def tools_cost(thread: str) -> int:  # what TOOLS add to a count of the thread's request
+        def count(tools: Any) -> int:
+            return served.responses.input_tokens.count(
+                model="answer-model",
+                input="And 44?",
+                tools=tools,
+                extra_headers={"X-Thread-Id": thread},
+            ).input_tokens
+
+        return count(TOOLS) - count([WEATHER])
+
+    assert tools_cost("sts-named") > tools_cost("sts-new")  # the loaded tools are counted
+    create("Thanks", tools=[WEATHER])
+    assert list(offered(answers(upstream)[-1])) == ["get_weather"]
+
+
 @pytest.mark.parametrize(
     ("paths", "loads"),
     [

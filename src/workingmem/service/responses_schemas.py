@@ -357,6 +357,11 @@ class ResponseInputRequest(BaseModel):
         ``tool_search_output`` and ``additional_tools`` items load."""
         return offer(self.given_tools(), loaded=self.loaded_tools(carried))
 
+    def offers_search(self) -> bool:
+        """Whether the request offers a ``tool_search`` (the server's or the client's): the
+        one tool that loads others."""
+        return any(tool.type == "tool_search" for tool in self.tools or ())
+
     def given_tools(self) -> list[dict[str, Any]]:
         """The request's ``tools``, as sent."""
         return [tool.model_dump(exclude_unset=True) for tool in self.tools or ()]

@@ -323,15 +323,21 @@ async def _continuing(
 
 
 async def _carried_tools(
-    records: ResponseStore, tenant: str, target: _Target
+    records: ResponseStore, tenant: str, target: _Target, body: ResponseInputRequest
 ) -> list[dict[str, Any]] | None:
     """The tools loaded before the request in what it continues: the chain of the response it
-    continues, or the conversation's (its newest response's); none for another thread."""
+    continues, or the conversation's (its newest response's); for a thread it names otherwise
+    (``X-Thread-Id``), its newest response's too when the request offers a tool search (what
+    loads tools: the read costs no other request anything); none for a thread found by how
+    its input opens (its history, resent, holds what loaded them)."""
     if target.previous is not None:
         return target.previous.carried_tools
-    if target.conversation_id is None:
+    thread = target.conversation_id
+    if thread is None and body.offers_search():
+        thread = target.thread_id
+    if thread is None:
         return None
-    newest = await records.newest_response(tenant_id=tenant, thread_id=target.conversation_id)
+    newest = await records.newest_response(tenant_id=tenant, thread_id=thread)
     return newest.carried_tools if newest is not None else None
 
 
@@ -372,7 +378,7 @@ async def create_response(
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
     given = body.given_tools()
-    loaded = body.loaded_tools(await _carried_tools(records, tenant, target))
+    loaded = body.loaded_tools(await _carried_tools(records, tenant, target, body))
     tools, offered = offer(given, loaded=loaded)
     search = ServerToolSearch.of(given, loaded, offered)
     native = gateway.native_format == FORMAT  # the upstream speaks Responses
@@ -632,6 +638,7 @@ async def count_input_tokens(
     services = get_services(request)
     instructions, turns = _instructions(body.instructions, target, turns)  # as `create` does
     target, turns = await _restored(gateway, tenant, target, turns)
+    carried = await _carried_tools(records_of(services), tenant, target, body)
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     tokens = await gateway.count_tokens(
         tenant_id=tenant,
@@ -641,7 +648,7 @@ async def count_input_tokens(
         profile=profile,
         system_prompt=instructions.system_prompt,
         model=model,
-        tools=body.offered_tools(await _carried_tools(records_of(services), tenant, target))[0],
+        tools=body.offered_tools(carried)[0],
         appends=target.appends,
     )
     return {"object": "response.input_tokens", "input_tokens": tokens}
