@@ -18,7 +18,7 @@ import openai
 import pytest
 
 import workingmem as wm
-from workingmem.llm.testing import ScriptedUpstream
+from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 
 from .live import LiveServer, create_key, run_async
 from .real_clients import run_client
@@ -125,6 +125,41 @@ def test_the_session_s_runs_reach_its_conversation(
     ]
     listed = client.conversations.items.list(conversation, order="asc").data
     assert len({item.id for item in listed}) == len(listed) == 6
+
+
+def test_the_gateway_s_memory_rounds_do_not_part_the_session_from_its_conversation(
+    client: openai.OpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """R30 on the way of a session: the model reads its working memory before each answer, a
+    round the gateway stores and the client never sees. The first run's copy holds it, the
+    conversation does not, and the copy is still found and forgotten; the items a later run
+    adds repeat the conversation's client-visible turns, and are not stored again."""
+
+    def remembering(request: dict[str, Any]) -> Any:
+        messages = request["messages"]
+        if messages[-1]["role"] == "user" and request.get("tools"):
+            return Reply(None, tool_calls=[tool_call("get_working_memory", {}, id="m1")])
+        if messages[-1].get("tool_call_id") == "m1":  # read: answers the user's turn
+            return agent_upstream({**request, "messages": messages[:-2]})
+        return agent_upstream(request)
+
+    upstream.responder = remembering
+    conversation = client.conversations.create().id
+    history: list[dict[str, Any]] = []
+    for text in ["My name is Ada.", "Thanks"]:
+        history = run_once(client, conversation, history, text)
+        assert thread_ids(api) == [conversation]
+    # the second run's round is the conversation's (the first's went with its copy)
+    stored = turns(api, conversation)
+    assert [m["role"] for m in stored] == ["user", "assistant", *RUN]
+    assert stored[3]["tool_calls"][0]["function"]["name"] == "get_working_memory"
+    listed = client.conversations.items.list(conversation, order="asc").data
+    assert [item.model_dump()["content"][0]["text"] for item in listed] == [
+        "My name is Ada.",
+        "You said: My name is Ada.",
+        "Thanks",
+        "You said: Thanks",
+    ]
 
 
 def test_a_copy_made_before_is_forgotten_once_the_conversation_holds_it(
