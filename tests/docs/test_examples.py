@@ -7,8 +7,9 @@ longer works fails CI.
   valid JSON). An example that talks to the gateway at ``http://127.0.0.1:8080`` talks to one
   this test serves on a free port in front of that upstream (the address is the one thing
   rewritten). A block whose prints are followed by ``#>`` lines must print exactly those;
-  every block passes ruff. An example closes what it opens: an unclosed client's warning
-  would fail whichever test runs next.
+  every block passes ruff. A block that imports a client with an environment of its own
+  (LiteLLM: ``tests/clients/litellm``) runs in that environment's Python. An example closes
+  what it opens: an unclosed client's warning would fail whichever test runs next.
 - ``bash`` (``sh``, ``shell``, ``console``) blocks: every ``workingmem`` command in them
   parses, options and values included.
 - ``json`` blocks parse; an MCP host's configuration starts a ``workingmem`` command that parses.
@@ -44,6 +45,9 @@ from workingmem.service import ServiceSettings, create_app
 ROOT = Path(__file__).resolve().parents[2]
 JS_CLIENTS = {"@openai/agents": "openai-agents", "ai": "ai-sdk"}
 """The package a JavaScript example imports, and the folder of the client test that installs it."""
+PY_CLIENTS = {"litellm": "litellm"}
+"""The module a Python example imports that the project's environment lacks, and the folder of
+the client test whose virtual environment (``.venv``) has it."""
 PAGES = [ROOT / "README.md", ROOT / "docs"]
 GATEWAY_ADDRESS = "127.0.0.1:8080"
 """Where the examples say the gateway is (`workingmem serve`'s default port)."""
@@ -130,10 +134,35 @@ def test_the_python_example_runs(
 
 
 def _run(eval_example: EvalExample, example: CodeExample) -> None:
-    if "#>" in example.source:
+    python = _py_client(example.source)
+    if python is not None:
+        _run_in(python, example.source)
+    elif "#>" in example.source:
         eval_example.run_print_check(example)
     else:
         eval_example.run(example)
+
+
+def _py_client(source: str) -> Path | None:
+    """The Python of the client environment whose module `source` imports, if any."""
+    for module, folder in PY_CLIENTS.items():
+        if re.search(rf"^(import|from) {re.escape(module)}\b", source, flags=re.M):
+            python = ROOT / "tests" / "clients" / folder / ".venv" / "bin" / "python"
+            if not python.exists():
+                pytest.skip(f"the example needs {_relative(python.parents[2])}/.venv")
+            return python
+    return None
+
+
+def _run_in(python: Path, source: str) -> None:
+    """Runs `source` in `python`; its output must be its ``#>`` lines, when it has any."""
+    ran = subprocess.run(
+        [str(python), "-c", source], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    expected = [line.strip().removeprefix("#> ") for line in source.splitlines() if "#>" in line]
+    if expected:
+        assert ran.stdout.splitlines() == expected
 
 
 # -- bash and json ---------------------------------------------------------------------------

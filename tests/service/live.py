@@ -24,7 +24,7 @@ from fastapi import FastAPI
 import workingmem as wm
 from workingmem.stores.keys import ApiKeyStore, NewApiKey
 
-__all__ = ["LiveServer", "create_key", "revoke_key", "run_async"]
+__all__ = ["LiveServer", "create_key", "free_port", "revoke_key", "run_async"]
 
 T = TypeVar("T")
 
@@ -85,6 +85,15 @@ class LiveServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now, for a server started as a process of its own (which takes
+    no socket from us)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def create_key(database_url: str, tenant: str, label: str = "") -> NewApiKey:

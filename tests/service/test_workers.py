@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from workingmem.service import ServiceSettings
 from workingmem.service.settings import SETTINGS_ENV
 
 from .conftest import CONFIG, TEMPLATE
-from .live import create_key
+from .live import create_key, free_port
 
 READY_SECONDS = 30.0
 
@@ -91,13 +90,6 @@ def test_settings_that_cannot_cross_say_why() -> None:
     assert caught.value.field == SETTINGS_ENV
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _workers(pid: int) -> list[int]:
     """The worker processes under a uvicorn supervisor (not multiprocessing's tracker)."""
     found = []
@@ -134,7 +126,7 @@ def test_serve_with_two_workers_answers_from_both_into_one_database(
     database = database_url
     tenant = f"workers-{uuid.uuid4().hex[:8]}"
     key = create_key(database, tenant).secret
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = [str(Path(sys.executable).with_name("workingmem")), "serve", "--db", database]
     command += ["--upstream", upstream.base_url, "--port", str(port), "--workers", "2"]

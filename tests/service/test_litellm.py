@@ -1,0 +1,206 @@
+"""LiteLLM with the gateway, over real HTTP: its SDK as the gateway's client (``openai/`` models
+at ``/v1``, ``anthropic/`` models at the root, ``litellm.responses``), and its proxy in front of
+the gateway with the client's ``X-`` headers forwarded, as ``docs/integrations/litellm.md``
+sets it up. LiteLLM runs from ``tests/clients/litellm/.venv`` (``scripts/install dev`` makes it:
+the proxy pins dependencies of its own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from workingmem.llm.testing import ScriptedUpstream
+
+from .live import LiveServer, free_port
+from .real_clients import run_client, text_of
+from .test_openai_clients import agent_upstream
+from .test_responses_api import turns
+
+ROOT = Path(__file__).parents[2]
+CLIENT = ROOT / "tests" / "clients" / "litellm"
+BIN = CLIENT / ".venv" / "bin"
+PAGE = ROOT / "docs" / "integrations" / "litellm.md"
+pytestmark = pytest.mark.skipif(
+    not (BIN / "litellm").exists(),
+    reason="LiteLLM's SDK and proxy need their environment: tests/clients/litellm/.venv "
+    "(scripts/install dev)",
+)
+READY_SECONDS = 120.0
+"""The proxy imports for a long while (about 20 s on a busy two-core machine)."""
+
+
+def stored(api: httpx.Client, thread: str) -> list[tuple[str, str | None]]:
+    """A thread's turns as (role, text or None for a call without text)."""
+    return [(m["role"], text_of(m.get("content")) or None) for m in turns(api, thread)]
+
+
+WEATHER_LOOP = [
+    ("user", "What is the weather in Lyon?"),
+    ("assistant", None),  # the call of get_weather
+    ("tool", "sunny in Lyon"),
+    ("assistant", "It is sunny in Lyon there."),
+]
+
+
+def test_litellm_s_sdk_reaches_each_api_of_the_gateway_one_thread_each(
+    service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    upstream.responder = agent_upstream
+    ran = run_client([str(BIN / "python"), "client.py", service.url, key], cwd=CLIENT)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["answers"] == [
+        "You said: My name is Ada.",
+        "You said: What is my name?",
+        "It is sunny in Lyon there.",
+        "You said: Hello over Responses",
+        "You said: And again",
+        "It is sunny in Lyon there.",
+        "You said: Thanks",
+    ]
+    assert out["calls"] == ["get_weather Lyon", "get_weather Lyon"]
+    assert stored(api, "lite-chat") == [
+        ("user", "My name is Ada."),
+        ("assistant", "You said: My name is Ada."),
+        ("user", "What is my name?"),
+        ("assistant", "You said: What is my name?"),
+    ]
+    # the streamed question was asked with the thread's memory in front of it
+    asked = [r for r in upstream.requests if r["messages"][-1].get("content") == "What is my name?"]
+    assert [m.get("content") for m in asked[0]["messages"] if m["role"] != "system"] == [
+        "My name is Ada.",
+        "You said: My name is Ada.",
+        "What is my name?",
+    ]
+    # LiteLLM passes the response id it was given back (its own wrapping undone): one chain
+    assert stored(api, "lite-resp") == [
+        ("user", "Hello over Responses"),
+        ("assistant", "You said: Hello over Responses"),
+        ("user", "And again"),
+        ("assistant", "You said: And again"),
+    ]
+    # the Messages API: the tool loop resent whole on the named thread is stored once
+    assert stored(api, "lite-anth") == [
+        *WEATHER_LOOP,
+        ("user", "Thanks"),
+        ("assistant", "You said: Thanks"),
+    ]
+    # the chat tool loop named no thread: the conversation its first message opens
+    threads = api.get("/v1/threads").json()["data"]
+    opened = [t["id"] for t in threads if t["id"] not in ("lite-chat", "lite-resp", "lite-anth")]
+    assert len(opened) == 1, threads
+    assert stored(api, opened[0]) == WEATHER_LOOP
+
+
+def proxy_config(page: Path, gateway: str, master_key: str) -> str:
+    """The docs page's proxy configuration, pointed at this gateway, with a master key."""
+    text = page.read_text(encoding="utf-8")
+    config = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert "http://127.0.0.1:8080/v1" in config
+    assert config.splitlines()[-2] == "general_settings:"  # its last section: the key joins it
+    return config.replace("http://127.0.0.1:8080/v1", f"{gateway}/v1") + (
+        f"  master_key: {master_key}\n"
+    )
+
+
+@pytest.fixture
+def proxy(service: LiveServer, key: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """LiteLLM's proxy on 127.0.0.1 with the docs page's configuration: its URL and key."""
+    master_key = f"sk-{secrets.token_hex(16)}"
+    config = tmp_path / "litellm.yaml"
+    config.write_text(proxy_config(PAGE, service.url, master_key), encoding="utf-8")
+    port = free_port()
+    env = {**os.environ, "WORKINGMEM_API_KEY": key}  # as the page's configuration reads it
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # no fetch of its price list
+    command = [str(BIN / "litellm"), "--config", str(config), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--num_workers", "1"]
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + READY_SECONDS
+        while True:
+            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+            try:
+                if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "LiteLLM's proxy did not start in time"
+            time.sleep(0.2)
+        yield url, master_key
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_litellm_s_proxy_in_front_forwards_the_thread_and_the_user(
+    proxy: tuple[str, str], upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    upstream.responder = agent_upstream
+    url, master_key = proxy
+    named: dict[str, Any] = {"extra_headers": {"X-Thread-Id": "via-proxy"}, "user": "ada"}
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=master_key, max_retries=0) as client:
+        first = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "My name is Ada."}], **named
+        )
+        chunks = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "What is my name?"}],
+            stream=True,
+            **named,
+        )
+        streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        response = client.responses.create(
+            model="gpt-4o-mini",
+            input="Hello over Responses",
+            extra_headers={"X-Thread-Id": "proxy-resp"},
+        )
+        chained = client.responses.create(
+            model="gpt-4o-mini", input="And again", previous_response_id=response.id
+        )
+    with anthropic.Anthropic(base_url=url, api_key=master_key, max_retries=0) as claude:
+        message = claude.messages.create(
+            model="gpt-4o-mini",
+            max_tokens=200,
+            messages=[{"role": "user", "content": "Hello over Messages"}],
+            extra_headers={"X-Thread-Id": "proxy-anth"},
+        )
+    assert first.choices[0].message.content == "You said: My name is Ada."
+    assert streamed == "You said: What is my name?"
+    assert chained.output_text == "You said: And again"
+    assert text_of([block.model_dump() for block in message.content]) == (
+        "You said: Hello over Messages"
+    )
+    assert stored(api, "via-proxy") == [
+        ("user", "My name is Ada."),
+        ("assistant", "You said: My name is Ada."),
+        ("user", "What is my name?"),
+        ("assistant", "You said: What is my name?"),
+    ]
+    assert stored(api, "proxy-resp") == [
+        ("user", "Hello over Responses"),
+        ("assistant", "You said: Hello over Responses"),
+        ("user", "And again"),
+        ("assistant", "You said: And again"),
+    ]
+    assert [t for t, _ in stored(api, "proxy-anth")] == ["user", "assistant"]
+    threads = {t["id"]: t for t in api.get("/v1/threads").json()["data"]}
+    assert set(threads) == {"via-proxy", "proxy-resp", "proxy-anth"}
+    assert threads["via-proxy"]["user_id"] == "ada"  # the app's `user`, through the proxy
