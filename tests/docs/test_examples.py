@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shlex
 import shutil
@@ -45,9 +46,10 @@ from workingmem.service import ServiceSettings, create_app
 ROOT = Path(__file__).resolve().parents[2]
 JS_CLIENTS = {"@openai/agents": "openai-agents", "ai": "ai-sdk"}
 """The package a JavaScript example imports, and the folder of the client test that installs it."""
-PY_CLIENTS = {"litellm": "litellm"}
-"""The module a Python example imports that the project's environment lacks, and the folder of
-the client test whose virtual environment (``.venv``) has it."""
+PY_CLIENTS = {"litellm": ("litellm", {"LITELLM_LOCAL_MODEL_COST_MAP": "True"})}
+"""The module a Python example imports that the project's environment lacks: the folder of the
+client test whose virtual environment (``.venv``) has it, and what its run adds to the
+environment (LiteLLM: its own copy of its price list, not one fetched from the network)."""
 PAGES = [ROOT / "README.md", ROOT / "docs"]
 GATEWAY_ADDRESS = "127.0.0.1:8080"
 """Where the examples say the gateway is (`workingmem serve`'s default port)."""
@@ -134,30 +136,36 @@ def test_the_python_example_runs(
 
 
 def _run(eval_example: EvalExample, example: CodeExample) -> None:
-    python = _py_client(example.source)
-    if python is not None:
-        _run_in(python, example.source)
+    client = _py_client(example.source)
+    if client is not None:
+        _run_in(*client, example.source)
     elif "#>" in example.source:
         eval_example.run_print_check(example)
     else:
         eval_example.run(example)
 
 
-def _py_client(source: str) -> Path | None:
-    """The Python of the client environment whose module `source` imports, if any."""
-    for module, folder in PY_CLIENTS.items():
+def _py_client(source: str) -> tuple[Path, dict[str, str]] | None:
+    """The Python of the client environment whose module `source` imports, if any, and the
+    variables its run adds."""
+    for module, (folder, env) in PY_CLIENTS.items():
         if re.search(rf"^(import|from) {re.escape(module)}\b", source, flags=re.M):
             python = ROOT / "tests" / "clients" / folder / ".venv" / "bin" / "python"
             if not python.exists():
                 pytest.skip(f"the example needs {_relative(python.parents[2])}/.venv")
-            return python
+            return python, env
     return None
 
 
-def _run_in(python: Path, source: str) -> None:
+def _run_in(python: Path, env: dict[str, str], source: str) -> None:
     """Runs `source` in `python`; its output must be its ``#>`` lines, when it has any."""
     ran = subprocess.run(
-        [str(python), "-c", source], capture_output=True, text=True, timeout=120, check=False
+        [str(python), "-c", source],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert ran.returncode == 0, ran.stderr
     expected = [line.strip().removeprefix("#> ") for line in source.splitlines() if "#>" in line]

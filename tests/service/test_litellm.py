@@ -36,6 +36,8 @@ pytestmark = pytest.mark.skipif(
     reason="LiteLLM's SDK and proxy need their environment: tests/clients/litellm/.venv "
     "(scripts/install dev)",
 )
+OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+"""LiteLLM reads its own copy of its model price list instead of fetching it from the network."""
 READY_SECONDS = 120.0
 """The proxy imports for a long while (about 20 s on a busy two-core machine)."""
 
@@ -57,7 +59,8 @@ def test_litellm_s_sdk_reaches_each_api_of_the_gateway_one_thread_each(
     service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
 ) -> None:
     upstream.responder = agent_upstream
-    ran = run_client([str(BIN / "python"), "client.py", service.url, key], cwd=CLIENT)
+    command = [str(BIN / "python"), "client.py", service.url, key]
+    ran = run_client(command, cwd=CLIENT, env={**os.environ, **OFFLINE})
     assert ran.returncode == 0, ran.stderr
     out = json.loads(ran.stdout)
     assert out["answers"] == [
@@ -121,8 +124,7 @@ def proxy(service: LiveServer, key: str, tmp_path: Path) -> Iterator[tuple[str, 
     config = tmp_path / "litellm.yaml"
     config.write_text(proxy_config(PAGE, service.url, master_key), encoding="utf-8")
     port = free_port()
-    env = {**os.environ, "WORKINGMEM_API_KEY": key}  # as the page's configuration reads it
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # no fetch of its price list
+    env = {**os.environ, **OFFLINE, "WORKINGMEM_API_KEY": key}  # the page's config reads it
     command = [str(BIN / "litellm"), "--config", str(config), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--num_workers", "1"]
     log = tmp_path / "proxy.log"
