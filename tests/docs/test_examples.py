@@ -27,6 +27,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,15 +159,18 @@ def _py_client(source: str) -> tuple[Path, dict[str, str]] | None:
 
 
 def _run_in(python: Path, env: dict[str, str], source: str) -> None:
-    """Runs `source` in `python`; its output must be its ``#>`` lines, when it has any."""
-    ran = subprocess.run(
-        [str(python), "-c", source],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    """Runs `source` in `python`, in a fresh directory; its output must be its ``#>`` lines,
+    when it has any."""
+    with tempfile.TemporaryDirectory() as folder:
+        ran = subprocess.run(
+            [str(python), "-c", source],
+            cwd=folder,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert ran.returncode == 0, ran.stderr
     expected = [line.strip().removeprefix("#> ") for line in source.splitlines() if "#>" in line]
     if expected:
