@@ -1,8 +1,9 @@
 """LiteLLM with the gateway, over real HTTP: its SDK as the gateway's client (``openai/`` models
-at ``/v1``, ``anthropic/`` models at the root, ``litellm.responses``), and its proxy in front of
+at ``/v1``, ``anthropic/`` models at the root, ``litellm.responses``), its proxy in front of
 the gateway with the client's ``X-`` headers forwarded, as ``docs/integrations/litellm.md``
-sets it up. LiteLLM runs from ``tests/clients/litellm/.venv`` (``scripts/install dev`` makes it:
-the proxy pins dependencies of its own)."""
+sets it up, and its proxy as the gateway's upstream. LiteLLM runs from
+``tests/clients/litellm/.venv`` (``scripts/install dev`` makes it: the proxy pins dependencies
+of its own)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import secrets
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +23,12 @@ import openai
 import pytest
 
 from workingmem.llm.testing import ScriptedUpstream
+from workingmem.service import create_app
 
-from .live import LiveServer, free_port
+from .conftest import settings_for
+from .live import LiveServer, create_key, free_port
 from .real_clients import run_client, text_of
-from .test_openai_clients import agent_upstream
+from .test_openai_clients import WEATHER_TOOL, agent_upstream
 from .test_responses_api import turns
 
 ROOT = Path(__file__).parents[2]
@@ -117,19 +121,20 @@ def proxy_config(page: Path, gateway: str, master_key: str) -> str:
     )
 
 
-@pytest.fixture
-def proxy(service: LiveServer, key: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """LiteLLM's proxy on 127.0.0.1 with the docs page's configuration: its URL and key."""
-    master_key = f"sk-{secrets.token_hex(16)}"
-    config = tmp_path / "litellm.yaml"
-    config.write_text(proxy_config(PAGE, service.url, master_key), encoding="utf-8")
+@contextmanager
+def litellm_proxy(config: str, folder: Path, env: dict[str, str]) -> Iterator[str]:
+    """LiteLLM's proxy on 127.0.0.1 with this configuration (and these environment variables),
+    until the block ends: its URL."""
+    path = folder / "litellm.yaml"
+    path.write_text(config, encoding="utf-8")
     port = free_port()
-    env = {**os.environ, **OFFLINE, "WORKINGMEM_API_KEY": key}  # the page's config reads it
-    command = [str(BIN / "litellm"), "--config", str(config), "--host", "127.0.0.1"]
+    command = [str(BIN / "litellm"), "--config", str(path), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--num_workers", "1"]
-    log = tmp_path / "proxy.log"
+    log = folder / "proxy.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **OFFLINE, **env}
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + READY_SECONDS
@@ -142,7 +147,7 @@ def proxy(service: LiveServer, key: str, tmp_path: Path) -> Iterator[tuple[str, 
                 pass
             assert time.monotonic() < deadline, "LiteLLM's proxy did not start in time"
             time.sleep(0.2)
-        yield url, master_key
+        yield url
     finally:
         process.terminate()
         try:
@@ -150,6 +155,16 @@ def proxy(service: LiveServer, key: str, tmp_path: Path) -> Iterator[tuple[str, 
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def proxy(service: LiveServer, key: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """LiteLLM's proxy in front of the gateway, with the docs page's configuration: its URL
+    and key."""
+    master_key = f"sk-{secrets.token_hex(16)}"
+    config = proxy_config(PAGE, service.url, master_key)
+    with litellm_proxy(config, tmp_path, {"WORKINGMEM_API_KEY": key}) as url:  # as the page
+        yield url, master_key
 
 
 def test_litellm_s_proxy_in_front_forwards_the_thread_and_the_user(
@@ -206,3 +221,73 @@ def test_litellm_s_proxy_in_front_forwards_the_thread_and_the_user(
     threads = {t["id"]: t for t in api.get("/v1/threads").json()["data"]}
     assert set(threads) == {"via-proxy", "proxy-resp", "proxy-anth"}
     assert threads["via-proxy"]["user_id"] == "ada"  # the app's `user`, through the proxy
+
+
+def test_the_gateway_asks_through_litellm_s_proxy_as_its_upstream(
+    database_url: str, upstream: ScriptedUpstream, tenant: str, tmp_path: Path
+) -> None:
+    upstream.responder = agent_upstream
+    master_key = f"sk-{secrets.token_hex(16)}"
+    config = (  # every model the gateway names (the answers', the summaries') to the upstream
+        "model_list:\n"
+        '  - model_name: "*"\n'
+        "    litellm_params:\n"
+        '      model: "openai/*"\n'
+        f"      api_base: {upstream.base_url}\n"
+        "      api_key: unused\n"
+        "general_settings:\n"
+        f"  master_key: {master_key}\n"
+    )
+    with litellm_proxy(config, tmp_path, {}) as url:
+        settings = settings_for(
+            database_url, upstream, upstream_base_url=f"{url}/v1", upstream_api_key=master_key
+        )
+        with LiveServer(create_app(settings)) as gateway:
+            key = create_key(database_url, tenant).secret
+            named = {"X-Thread-Id": "behind-proxy"}
+            with openai.OpenAI(
+                base_url=f"{gateway.url}/v1", api_key=key, max_retries=0, default_headers=named
+            ) as client:
+                first = client.chat.completions.create(
+                    model="answer-model", messages=[{"role": "user", "content": "My name is Ada."}]
+                )
+                chunks = client.chat.completions.create(
+                    model="answer-model",
+                    messages=[{"role": "user", "content": "What is the weather in Lyon?"}],
+                    tools=[WEATHER_TOOL],
+                    stream=True,
+                )
+                calls = [  # (id, name) of each call's first delta
+                    (call.id, call.function.name if call.function else None)
+                    for chunk in chunks
+                    if chunk.choices
+                    for call in chunk.choices[0].delta.tool_calls or ()
+                    if call.id
+                ]
+                answer = client.chat.completions.create(
+                    model="answer-model",
+                    messages=[{"role": "tool", "tool_call_id": calls[0][0], "content": "sunny"}],
+                    tools=[WEATHER_TOOL],
+                )
+            with httpx.Client(
+                base_url=gateway.url, headers={"Authorization": f"Bearer {key}"}
+            ) as api:
+                thread = stored(api, "behind-proxy")
+    assert first.choices[0].message.content == "You said: My name is Ada."
+    assert [name for _, name in calls] == ["get_weather"]
+    assert answer.choices[0].message.content == "It is sunny there."
+    assert thread == [
+        ("user", "My name is Ada."),
+        ("assistant", "You said: My name is Ada."),
+        ("user", "What is the weather in Lyon?"),
+        ("assistant", None),
+        ("tool", "sunny"),
+        ("assistant", "It is sunny there."),
+    ]
+    # the model read the thread through the proxy: the result's request held the stored
+    # exchange (the profile's newest four turns), the call and its result paired
+    last = [r for r in upstream.requests if r["messages"][-1]["role"] == "tool"][-1]
+    sent = [m for m in last["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[0]["content"] == "What is the weather in Lyon?"
+    assert sent[1]["tool_calls"][0]["id"] == sent[2]["tool_call_id"] == calls[0][0]
