@@ -18,13 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TypeVar
 
+import httpx
+import pytest
 import uvicorn
 from fastapi import FastAPI
 
 import workingmem as wm
 from workingmem.stores.keys import ApiKeyStore, NewApiKey
 
-__all__ = ["LiveServer", "create_key", "free_port", "revoke_key", "run_async"]
+__all__ = ["LiveServer", "create_key", "free_port", "revoke_key", "run_async", "wait_for"]
 
 T = TypeVar("T")
 
@@ -94,6 +96,20 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def wait_for(check: Callable[[], bool], what: str, seconds: float) -> None:
+    """Polls `check()` until it holds, for a process of its own starting (no sleep decides an
+    order: only the deadline is timed); a connection refused meanwhile is a no yet."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(0.02)
+    pytest.fail(f"{what} within {seconds:.0f} s")
 
 
 def create_key(database_url: str, tenant: str, label: str = "") -> NewApiKey:

@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from workingmem.llm.testing import ScriptedUpstream
 from workingmem.service import create_app
 
 from .conftest import settings_for
-from .live import LiveServer, create_key, free_port
+from .live import LiveServer, create_key, free_port, wait_for
 from .real_clients import run_client, text_of
 from .test_openai_clients import WEATHER_TOOL, agent_upstream
 from .test_responses_api import turns
@@ -51,6 +50,11 @@ def stored(api: httpx.Client, thread: str) -> list[tuple[str, str | None]]:
     return [(m["role"], text_of(m.get("content")) or None) for m in turns(api, thread)]
 
 
+def echoed(*questions: str) -> list[tuple[str, str | None]]:
+    """The thread of `questions` each answered by the scripted model's echo."""
+    return [turn for q in questions for turn in (("user", q), ("assistant", f"You said: {q}"))]
+
+
 WEATHER_LOOP = [
     ("user", "What is the weather in Lyon?"),
     ("assistant", None),  # the call of get_weather
@@ -63,7 +67,7 @@ def test_litellm_s_sdk_reaches_each_api_of_the_gateway_one_thread_each(
     service: LiveServer, key: str, upstream: ScriptedUpstream, api: httpx.Client
 ) -> None:
     upstream.responder = agent_upstream
-    command = [str(BIN / "python"), "client.py", service.url, key]
+    command = [str(BIN / "python"), "client.py", service.url, key, json.dumps(WEATHER_TOOL)]
     ran = run_client(command, cwd=CLIENT, env={**os.environ, **OFFLINE})
     assert ran.returncode == 0, ran.stderr
     out = json.loads(ran.stdout)
@@ -77,12 +81,7 @@ def test_litellm_s_sdk_reaches_each_api_of_the_gateway_one_thread_each(
         "You said: Thanks",
     ]
     assert out["calls"] == ["get_weather Lyon", "get_weather Lyon"]
-    assert stored(api, "lite-chat") == [
-        ("user", "My name is Ada."),
-        ("assistant", "You said: My name is Ada."),
-        ("user", "What is my name?"),
-        ("assistant", "You said: What is my name?"),
-    ]
+    assert stored(api, "lite-chat") == echoed("My name is Ada.", "What is my name?")
     # the streamed question was asked with the thread's memory in front of it
     asked = [r for r in upstream.requests if r["messages"][-1].get("content") == "What is my name?"]
     assert [m.get("content") for m in asked[0]["messages"] if m["role"] != "system"] == [
@@ -91,18 +90,9 @@ def test_litellm_s_sdk_reaches_each_api_of_the_gateway_one_thread_each(
         "What is my name?",
     ]
     # LiteLLM passes the response id it was given back (its own wrapping undone): one chain
-    assert stored(api, "lite-resp") == [
-        ("user", "Hello over Responses"),
-        ("assistant", "You said: Hello over Responses"),
-        ("user", "And again"),
-        ("assistant", "You said: And again"),
-    ]
+    assert stored(api, "lite-resp") == echoed("Hello over Responses", "And again")
     # the Messages API: the tool loop resent whole on the named thread is stored once
-    assert stored(api, "lite-anth") == [
-        *WEATHER_LOOP,
-        ("user", "Thanks"),
-        ("assistant", "You said: Thanks"),
-    ]
+    assert stored(api, "lite-anth") == [*WEATHER_LOOP, *echoed("Thanks")]
     # the chat tool loop named no thread: the conversation its first message opens
     threads = api.get("/v1/threads").json()["data"]
     opened = [t["id"] for t in threads if t["id"] not in ("lite-chat", "lite-resp", "lite-anth")]
@@ -136,17 +126,13 @@ def litellm_proxy(config: str, folder: Path, env: dict[str, str]) -> Iterator[st
             command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **OFFLINE, **env}
         )
     url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+        return httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200
+
     try:
-        deadline = time.monotonic() + READY_SECONDS
-        while True:
-            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
-            try:
-                if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "LiteLLM's proxy did not start in time"
-            time.sleep(0.2)
+        wait_for(ready, "LiteLLM's proxy answering", READY_SECONDS)
         yield url
     finally:
         process.terminate()
@@ -205,18 +191,8 @@ def test_litellm_s_proxy_in_front_forwards_the_thread_and_the_user(
     assert text_of([block.model_dump() for block in message.content]) == (
         "You said: Hello over Messages"
     )
-    assert stored(api, "via-proxy") == [
-        ("user", "My name is Ada."),
-        ("assistant", "You said: My name is Ada."),
-        ("user", "What is my name?"),
-        ("assistant", "You said: What is my name?"),
-    ]
-    assert stored(api, "proxy-resp") == [
-        ("user", "Hello over Responses"),
-        ("assistant", "You said: Hello over Responses"),
-        ("user", "And again"),
-        ("assistant", "You said: And again"),
-    ]
+    assert stored(api, "via-proxy") == echoed("My name is Ada.", "What is my name?")
+    assert stored(api, "proxy-resp") == echoed("Hello over Responses", "And again")
     assert [t for t, _ in stored(api, "proxy-anth")] == ["user", "assistant"]
     threads = {t["id"]: t for t in api.get("/v1/threads").json()["data"]}
     assert set(threads) == {"via-proxy", "proxy-resp", "proxy-anth"}
@@ -277,8 +253,7 @@ def test_the_gateway_asks_through_litellm_s_proxy_as_its_upstream(
     assert [name for _, name in calls] == ["get_weather"]
     assert answer.choices[0].message.content == "It is sunny there."
     assert thread == [
-        ("user", "My name is Ada."),
-        ("assistant", "You said: My name is Ada."),
+        *echoed("My name is Ada."),
         ("user", "What is the weather in Lyon?"),
         ("assistant", None),
         ("tool", "sunny"),

@@ -13,9 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -32,7 +30,7 @@ from workingmem.service import ServiceSettings
 from workingmem.service.settings import SETTINGS_ENV
 
 from .conftest import CONFIG, TEMPLATE
-from .live import create_key, free_port
+from .live import create_key, free_port, wait_for
 
 READY_SECONDS = 30.0
 
@@ -101,19 +99,6 @@ def _workers(pid: int) -> list[int]:
     return sorted(found)
 
 
-def _wait_for(check: Callable[[], bool], what: str) -> None:
-    """Polls `check()` (no sleep decides an order: only the deadline is timed)."""
-    deadline = time.monotonic() + READY_SECONDS
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except (httpx.HTTPError, OSError):
-            pass
-        time.sleep(0.02)
-    pytest.fail(f"{what} within {READY_SECONDS:.0f} s")
-
-
 def _loaded(maps: Path, module: str) -> bool:
     """Whether a process has mapped the module's compiled library."""
     return f"/{module}/" in maps.read_text()
@@ -173,13 +158,15 @@ def test_serve_with_two_workers_answers_from_both_into_one_database(
 
     stopped: list[int] = []
     try:
-        _wait_for(lambda: len(_workers(server.pid)) == 2, "two worker processes started")
+        wait_for(
+            lambda: len(_workers(server.pid)) == 2, "two worker processes started", READY_SECONDS
+        )
         workers = _workers(server.pid)
         for pid in workers:  # the server extra's; uvicorn's loop="auto", http="auto" pick them
             maps = Path(f"/proc/{pid}/maps")
-            _wait_for(partial(_loaded, maps, "httptools"), "httptools loaded")
+            wait_for(partial(_loaded, maps, "httptools"), "httptools loaded", READY_SECONDS)
             assert _loaded(maps, "uvloop")
-        _wait_for(healthy, "the server answering")
+        wait_for(healthy, "the server answering", READY_SECONDS)
         for _ in range(6):  # warm: a worker's first answer loads what answering needs
             with httpx.Client(timeout=10.0) as client:
                 ask(client, "warm")
