@@ -18,7 +18,12 @@ is timed is the gateway. The messages are LoCoMo user turns.
   way. The profile: the service's default (SUMMARY_BUFFER, gpt-4o-mini, a 128,000-token
   window: the memory's budget is half of it, so a chain shorter than that is sent whole).
 
-Each round runs both parts; the report gives the median over the rounds and their spread
+- **socket**: one client, alternating, two chains of `--requests` turns each continuing the
+  one before by ``previous_response_id``: one of streamed POSTs (a keep-alive connection), one
+  of ``response.create`` events on one WebSocket (the Responses API's WebSocket mode). Latency
+  to the ``response.completed`` event as the client reads it (median, p99), and the ratio.
+
+Each round runs all three parts; the report gives the median over the rounds and their spread
 (min-max). It prints figures, never asserts. Progress goes to stderr, the report to stdout.
 """
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -35,6 +41,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+from websockets.sync.client import connect
+from websockets.sync.connection import Connection
 
 from _data import default_data_path, load_conversations, thread_messages
 from _processes import server_process
@@ -139,6 +147,58 @@ def chain_input(client: httpx.Client, upstream: httpx.Client, turns: int) -> dic
     }
 
 
+def streamed(client: httpx.Client, previous: str | None, text: str) -> tuple[float, str]:
+    """A streamed POST continuing `previous`: its time to the last event, and its id."""
+    body: dict[str, object] = {"input": text, "stream": True}
+    if previous is not None:
+        body["previous_response_id"] = previous
+    started = time.perf_counter()
+    with client.stream("POST", "/v1/responses", json=body) as answer:
+        answer.raise_for_status()
+        last = ""
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                last = line
+    elapsed = time.perf_counter() - started
+    return elapsed, str(json.loads(last.removeprefix("data: "))["response"]["id"])
+
+
+def socket_turn(socket: Connection, previous: str | None, text: str) -> tuple[float, str]:
+    """A ``response.create`` event continuing `previous`: its time to ``response.completed``."""
+    event: dict[str, object] = {"type": "response.create", "input": text}
+    if previous is not None:
+        event["previous_response_id"] = previous
+    started = time.perf_counter()
+    socket.send(json.dumps(event))
+    while (answer := json.loads(socket.recv()))["type"] not in ("response.completed", "error"):
+        pass
+    elapsed = time.perf_counter() - started
+    if answer["type"] != "response.completed":
+        raise RuntimeError(f"the socket's response failed: {answer}")
+    return elapsed, str(answer["response"]["id"])
+
+
+def socket_chain(client: httpx.Client, requests: int) -> dict[str, float]:
+    """Two chains of the same turns, alternating: streamed POSTs and one WebSocket."""
+    posted: list[float] = []
+    sent: list[float] = []
+    post_id: str | None = None
+    socket_id: str | None = None
+    url = str(client.base_url.copy_with(scheme="ws", path="/v1/responses"))
+    with connect(url) as socket:
+        for text in user_texts(requests):
+            elapsed, post_id = streamed(client, post_id, text)
+            posted.append(elapsed)
+            elapsed, socket_id = socket_turn(socket, socket_id, text)
+            sent.append(elapsed)
+    return {
+        "post_p50": statistics.median(posted) * 1000,
+        "post_p99": p99(posted) * 1000,
+        "socket_p50": statistics.median(sent) * 1000,
+        "socket_p99": p99(sent) * 1000,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200, help="turns of the chain (input part)")
@@ -166,6 +226,7 @@ def main() -> None:
                 progress(f"round {number + 1} of {args.rounds}")
                 figures = overhead(client, args.requests)
                 figures.update(chain_input(client, upstream_client, args.turns))
+                figures.update(socket_chain(client, args.requests))
                 rounds.append(figures)
     report(rounds, args)
 
@@ -192,6 +253,12 @@ def report(rounds: list[dict[str, float]], args: argparse.Namespace) -> None:
     print(f"  the whole chain   last {cell('whole_last')}  mean {cell('whole_mean')}")
     print(f"  memory / whole    last {ratio('memory_last', 'whole_last')}")
     print(f"                    mean {ratio('memory_mean', 'whole_mean')}")
+    print()
+    print(f"a {args.requests}-turn previous_response_id chain, streamed, ms per turn")
+    print(f"  POST /v1/responses  p50 {cell('post_p50')}  p99 {cell('post_p99')}")
+    print(f"  one WebSocket       p50 {cell('socket_p50')}  p99 {cell('socket_p99')}")
+    print(f"  socket / POST       p50 {ratio('socket_p50', 'post_p50')}")
+    print(f"                      p99 {ratio('socket_p99', 'post_p99')}")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ class LiveServer:
         self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(
-            app, log_config=None, log_level="warning", lifespan="on", ws="none", http="h11"
+            app, log_config=None, log_level="warning", lifespan="on", http="h11"
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

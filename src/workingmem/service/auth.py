@@ -15,6 +15,7 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
 from .errors import ApiError
 from .state import get_services
@@ -23,6 +24,7 @@ __all__ = [
     "COOKIE",
     "SESSION_SECONDS",
     "Tenant",
+    "connection_tenant",
     "presented_key",
     "presented_session",
     "refuse_cross_origin",
@@ -35,7 +37,7 @@ SESSION_SECONDS = 12 * 3600
 """How long a page session lasts: a working day."""
 
 
-def presented_key(request: Request) -> str | None:
+def presented_key(request: HTTPConnection) -> str | None:
     """The API key a request presents: its Bearer token, else its ``x-api-key`` (where the
     `anthropic` SDK and Claude's clients send it)."""
     header = request.headers.get("authorization")
@@ -47,7 +49,7 @@ def presented_key(request: Request) -> str | None:
     return key.strip() if key and key.strip() else None
 
 
-def presented_session(request: Request) -> str | None:
+def presented_session(request: HTTPConnection) -> str | None:
     """The page session a request presents: its cookie."""
     return request.cookies.get(COOKIE) or None
 
@@ -55,7 +57,7 @@ def presented_session(request: Request) -> str | None:
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def refuse_cross_origin(request: Request) -> None:
+def refuse_cross_origin(request: HTTPConnection) -> None:
     """Refuses a write another site's page made a browser send (CSRF). A browser says where
     a request comes from in ``Origin``, and it must be this server; a client without one is
     not a browser on another site."""
@@ -75,14 +77,21 @@ async def request_tenant(request: Request) -> str:
     """The request's tenant, or 401/403 (see `Services.tenant_for`). A write that proves
     nothing itself (no key: a page session's cookie, or a keyless loopback server) must come
     from this server's own pages."""
-    if request.method not in _SAFE_METHODS and presented_key(request) is None:
-        refuse_cross_origin(request)
-    services = get_services(request)
+    return await connection_tenant(request, writes=request.method not in _SAFE_METHODS)
+
+
+async def connection_tenant(connection: HTTPConnection, *, writes: bool) -> str:
+    """The tenant of a request, or of a WebSocket's handshake (a connection that `writes`:
+    a browser opens one to any site, so one without a key must come from this server's own
+    pages too), or 401/403."""
+    if writes and presented_key(connection) is None:
+        refuse_cross_origin(connection)
+    services = get_services(connection)
     return await services.tenant_for(
-        presented_key(request),
-        session=presented_session(request),
-        server=request.scope.get("server"),
-        host=request.headers.get("host"),
+        presented_key(connection),
+        session=presented_session(connection),
+        server=connection.scope.get("server"),
+        host=connection.headers.get("host"),
     )
 
 

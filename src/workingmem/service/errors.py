@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,7 @@ __all__ = [
     "error_body",
     "error_response",
     "install_error_handlers",
+    "invalid_request",
     "map_error",
     "send_error",
 ]
@@ -209,7 +210,11 @@ async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_request_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = exc.errors()
+    return error_response(invalid_request(exc.errors()), request)
+
+
+def invalid_request(errors: Sequence[Any]) -> ApiError:
+    """The 422 of a body of the wrong shape (pydantic's `errors()`), naming where."""
     # the deepest error: of a union's branches, the one that got furthest into the value
     first: dict[str, Any] = dict(max(errors, key=lambda e: len(e.get("loc", ())), default={}))
     where = ".".join(  # without the names pydantic gives a union's branches ("list[...]")
@@ -217,10 +222,7 @@ async def _on_request_validation(request: Request, exc: Exception) -> JSONRespon
     )
     reason = str(first.get("msg", "invalid request"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return error_response(
-        ApiError(422, f"{where}: {reason}{more}", code="invalid_request", param=where or None),
-        request,
-    )
+    return ApiError(422, f"{where}: {reason}{more}", code="invalid_request", param=where or None)
 
 
 async def _on_http_exception(request: Request, exc: Exception) -> JSONResponse:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, Header, Path, Query, Request
+from fastapi import Depends, Header, Path, Query
+from starlette.requests import HTTPConnection
 
 from ..messages import ID_PATTERN, MAX_ID_CHARS
 from .errors import ApiError
@@ -21,6 +22,7 @@ __all__ = [
     "ID_SCHEMA",
     "AfterQuery",
     "AskHeaders",
+    "AskedHeaders",
     "CompletionIdPath",
     "ItemIdPath",
     "LimitQuery",
@@ -65,7 +67,7 @@ class PageQuery:
 async def _page(
     order: OrderQuery = "desc", after: AfterQuery = None, limit: LimitQuery = 20
 ) -> PageQuery:
-    """The query's page (a coroutine, like `_ask_headers`: FastAPI runs a class or a plain
+    """The query's page (a coroutine, like `ask_headers`: FastAPI runs a class or a plain
     function dependency in its thread pool)."""
     return PageQuery(order, after, limit)
 
@@ -112,7 +114,7 @@ def thread_header(thread_id: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class _AskHeaders:
+class AskedHeaders:
     """The headers of a request the model answers: its thread, user, profile and history,
     read as UTF-8 (`header_text`)."""
 
@@ -129,7 +131,7 @@ _HISTORIES: dict[str | None, Literal["memory", "client"] | None] = {
 }
 
 
-async def _ask_headers(request: Request) -> _AskHeaders:
+async def ask_headers(request: HTTPConnection) -> AskedHeaders:
     """Read from the request itself, not declared one by one: FastAPI re-examines each
     declared header's annotation on every request (40 µs for these four, measured), on the
     path every model call takes. `ASK_HEADERS_DOC` publishes them. A coroutine, so that
@@ -144,7 +146,7 @@ async def _ask_headers(request: Request) -> _AskHeaders:
             code="invalid_request",
             param=where,
         )
-    return _AskHeaders(
+    return AskedHeaders(
         header_text(headers.get("x-thread-id")),
         header_text(headers.get("x-user-id")),
         header_text(headers.get("x-profile")),
@@ -152,7 +154,7 @@ async def _ask_headers(request: Request) -> _AskHeaders:
     )
 
 
-AskHeaders = Annotated[_AskHeaders, Depends(_ask_headers)]
+AskHeaders = Annotated[AskedHeaders, Depends(ask_headers)]
 """A route parameter: the ask headers; the route declares them with
 ``openapi_extra=ASK_HEADERS_DOC``."""
 

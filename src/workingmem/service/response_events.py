@@ -19,7 +19,7 @@ disconnects closes the answer, and no half answer is stored either.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -52,17 +52,19 @@ async def response_events(
     finish: Finish,
     metrics: Metrics,
     served: Sequence[dict[str, Any]] = (),
-) -> AsyncIterator[bytes]:
-    """The SSE body; closing it early (the client left) closes the answer: nothing stored.
-    A chat upstream's thinking streams as the reasoning item `reasoning_id` before the text.
-    `served` grows with the items of the rounds the gateway ran for the answer (its tool
-    searches): each is sent whole as the next piece comes, before it."""
+    encode: Callable[[dict[str, Any]], bytes] = named_event,
+) -> AsyncGenerator[bytes, None]:
+    """The SSE body (each event as `encode` frames it: SSE's by default); closing it early
+    (the client left) closes the answer: nothing stored. A chat upstream's thinking streams
+    as the reasoning item `reasoning_id` before the text. `served` grows with the items of
+    the rounds the gateway ran for the answer (its tool searches): each is sent whole as the
+    next piece comes, before it."""
     number = -1
 
     def event(kind: str, **fields: Any) -> bytes:
         nonlocal number
         number += 1
-        return named_event({"type": kind, "sequence_number": number, **fields})
+        return encode({"type": kind, "sequence_number": number, **fields})
 
     def lifecycle(kind: str, status: Any, **more: Any) -> bytes:
         return event(kind, response=response_object(info, status=status, output=[], **more))

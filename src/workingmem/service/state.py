@@ -13,7 +13,7 @@ import functools
 import ipaddress
 from dataclasses import dataclass, field
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from ..gateway import Gateway
 from ..stores.keys import ApiKeyStore
@@ -93,7 +93,7 @@ class Services:
         return LOCAL_TENANT
 
 
-def get_services(request: Request) -> Services:
+def get_services(request: HTTPConnection) -> Services:
     """The app's services; 503 before the lifespan has started them."""
     services = getattr(request.app.state, "services", None)
     if not isinstance(services, Services):

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -50,6 +50,7 @@ from ..disconnect import ClientDisconnectedError, EventStreamResponse, unless_di
 from ..errors import ApiError
 from ..params import (
     ASK_HEADERS_DOC,
+    AskedHeaders,
     AskHeaders,
     Page,
     ResponseIdPath,
@@ -66,12 +67,12 @@ from ..responses_schemas import (
 )
 from ..server_compaction import compact_threshold, compaction_after, is_due
 from ..sessions import awaiting_key, awaiting_thread
-from ..sse import first_chat_piece
+from ..sse import Finish, first_chat_piece, named_event
 from ..state import Services, get_services
 from ..tool_search import ServerToolSearch
 from . import BUSY, ERRORS, UPSTREAM
 
-__all__ = ["records_of", "router"]
+__all__ = ["Create", "Recent", "create_events", "prepare_create", "records_of", "router"]
 
 router = APIRouter(tags=["responses"], responses=ERRORS)
 
@@ -179,6 +180,7 @@ async def _target(
     tenant: str,
     body: ResponseInputRequest,
     header: str | None,
+    recent: Recent | None = None,
 ) -> _Target:
     conversation = body.conversation_id()
     if conversation is not None and body.previous_response_id is not None:
@@ -193,10 +195,9 @@ async def _target(
         await records.get_conversation(tenant_id=tenant, conversation_id=conversation)
         return _Target(thread_id=conversation, conversation_id=conversation)
     if body.previous_response_id is not None:
-        previous = await records.get_response(
-            tenant_id=tenant,
-            response_id=check_id("previous_response_id", body.previous_response_id),
-        )
+        response_id = check_id("previous_response_id", body.previous_response_id)
+        kept = recent.find(response_id) if recent is not None else None
+        previous = kept or await records.get_response(tenant_id=tenant, response_id=response_id)
         # continued where it ended: a thread that went on since is a ConflictError under its
         # lock, and the request is then placed again (`_continued`)
         return _Target(previous.thread_id, expect_turns=previous.last_seq, previous=previous)
@@ -368,12 +369,75 @@ async def create_response(
 ) -> Response:
     """OpenAI's response; the answer's thread is named by the ``X-Thread-Id`` header."""
     services = get_services(request)
+    create = await prepare_create(services, tenant, body, asked)
+    if body.stream:
+        thread_id, events = await create_events(services, tenant, create)
+        return EventStreamResponse(
+            events,
+            media_type="text/event-stream",
+            headers={
+                **thread_header(thread_id),
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            },
+        )
+    gateway = services.gateway
+
+    async def answered(on: _Target) -> AskResult:
+        ask_on = gateway.ask(**create.ask, thread_id=on.thread_id, expect_turns=on.expect_turns)
+        return await unless_disconnected(request, ask_on)
+
+    try:
+        result = await _continuing(gateway, tenant, create.target, create.turns, answered)
+    except ClientDisconnectedError:
+        return Response(status_code=499)
+    services.metrics.observe_answer(result.usage)
+    return JSONResponse(await create.finish(result), headers=thread_header(result.thread_id))
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    """A request to create a response, read and placed: what the gateway is asked, on which
+    thread, and what the answer's end stores and returns (`finish`)."""
+
+    ask: dict[str, Any]
+    target: _Target
+    turns: list[NativeItem]
+    info: ResponseInfo
+    message_id: str
+    reasoning_id: str
+    served: ServerToolSearch | None
+    finish: Finish
+
+
+class Recent(Protocol):
+    """Responses a transport keeps beyond the store: a Responses WebSocket connection's
+    newest, which a request on it may continue even when they were not stored."""
+
+    def find(self, response_id: str) -> StoredResponse | None:
+        """The response kept under `response_id`, or None."""
+        ...
+
+    def keep(self, response: StoredResponse) -> None:
+        """Keeps an answer's response (stored or not) as the newest."""
+        ...
+
+
+async def prepare_create(
+    services: Services,
+    tenant: str,
+    body: ResponseCreateRequest,
+    asked: AskedHeaders,
+    recent: Recent | None = None,
+) -> Create:
+    """Reads `body` (its thread, its input as turns, its instructions and tools): everything
+    before the answer is asked for, where a bad request is refused before any work."""
     gateway = services.gateway
     records = records_of(services)
     user_id = asked.x_user_id or body.user
     if user_id is not None:
         check_id("user", user_id)
-    target = await _target(records, tenant, body, asked.x_thread_id)
+    target = await _target(records, tenant, body, asked.x_thread_id, recent)
     sent = await _input_turns(gateway, tenant, body, target)
     instructions, as_sent = _instructions(body.instructions, target, sent)
     target, turns = await _restored(gateway, tenant, target, as_sent)
@@ -459,45 +523,41 @@ async def create_response(
         carried = _Carried(instructions.carried, loaded)
         key = awaiting_key(user_id, result.turns[-1].to_message()) if keeps_key else None
         return await _finish(
-            records, tenant, info, result, len(turns), carried, searched, compacted, key
+            records, tenant, info, result, len(turns), carried, searched, compacted, key, recent
         )
 
-    if body.stream:
+    return Create(ask, target, turns, info, message_id, reasoning_id, search, finish)
 
-        async def started(on: _Target) -> tuple[AnswerStream, TextDelta | NativeEvent | None]:
-            stream = gateway.ask_stream(**ask, thread_id=on.thread_id, expect_turns=on.expect_turns)
-            return stream, await first_chat_piece(stream)
 
-        stream, first = await _continuing(gateway, tenant, target, turns, started)
-        return EventStreamResponse(
-            response_events(
-                stream,
-                first,
-                info,
-                message_id=message_id,
-                reasoning_id=reasoning_id,
-                finish=finish,
-                metrics=services.metrics,
-                served=search.items if search is not None else (),
-            ),
-            media_type="text/event-stream",
-            headers={
-                **thread_header(stream.thread_id or ""),
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",
-            },
+async def create_events(
+    services: Services,
+    tenant: str,
+    create: Create,
+    encode: Callable[[dict[str, Any]], bytes] = named_event,
+) -> tuple[str, AsyncGenerator[bytes, None]]:
+    """The answer's thread and its streamed events, each made by `encode` (SSE's framing by
+    default); a failure before the answer begins is raised here, as a plain error."""
+    gateway = services.gateway
+
+    async def started(on: _Target) -> tuple[AnswerStream, TextDelta | NativeEvent | None]:
+        stream = gateway.ask_stream(
+            **create.ask, thread_id=on.thread_id, expect_turns=on.expect_turns
         )
+        return stream, await first_chat_piece(stream)
 
-    async def answered(on: _Target) -> AskResult:
-        ask_on = gateway.ask(**ask, thread_id=on.thread_id, expect_turns=on.expect_turns)
-        return await unless_disconnected(request, ask_on)
-
-    try:
-        result = await _continuing(gateway, tenant, target, turns, answered)
-    except ClientDisconnectedError:
-        return Response(status_code=499)
-    services.metrics.observe_answer(result.usage)
-    return JSONResponse(await finish(result), headers=thread_header(result.thread_id))
+    stream, first = await _continuing(gateway, tenant, create.target, create.turns, started)
+    events = response_events(
+        stream,
+        first,
+        create.info,
+        message_id=create.message_id,
+        reasoning_id=create.reasoning_id,
+        finish=create.finish,
+        metrics=services.metrics,
+        served=create.served.items if create.served is not None else (),
+        encode=encode,
+    )
+    return stream.thread_id or "", events
 
 
 def _options(body: ResponseCreateRequest, *, native: bool) -> dict[str, Any]:
@@ -558,11 +618,13 @@ async def _finish(
     searched: Sequence[dict[str, Any]] = (),
     compacted: Sequence[dict[str, Any]] = (),
     answer_key: str | None = None,
+    recent: Recent | None = None,
 ) -> dict[str, Any]:
     """The response object of an answer, stored as a record unless ``store: false``: the
     items of the tool searches the gateway ran for it (`ServerToolSearch`), the answer's, a
     server-side compaction item; `answer_key`, what the record keeps of its answer for a
-    thread found by how the request opened (`sessions.copy_of`)."""
+    thread found by how the request opened (`sessions.copy_of`); kept in `recent` too,
+    stored or not."""
     answer = result.turns[-1]
     items = (answer.in_format(FORMAT) or {}).get("items") or []
     if info.request.wants_logprobs:
@@ -576,21 +638,21 @@ async def _finish(
         usage=result.usage,
         incomplete_reason="max_output_tokens" if incomplete else None,
     )
+    record = StoredResponse(
+        response_id=info.response_id,
+        thread_id=result.thread_id,
+        input_seq=max(1, result.input_seq - inputs + 1),
+        output_seq=result.input_seq + 1,
+        last_seq=answer.seq or result.input_seq + 1,
+        body=body,
+        carried_instructions=carried.instructions,
+        carried_tools=carried.tools(),
+        answer_key=answer_key,
+    )
     if info.request.store:
-        await records.put_response(
-            tenant_id=tenant,
-            response=StoredResponse(
-                response_id=info.response_id,
-                thread_id=result.thread_id,
-                input_seq=max(1, result.input_seq - inputs + 1),
-                output_seq=result.input_seq + 1,
-                last_seq=answer.seq or result.input_seq + 1,
-                body=body,
-                carried_instructions=carried.instructions,
-                carried_tools=carried.tools(),
-                answer_key=answer_key,
-            ),
-        )
+        await records.put_response(tenant_id=tenant, response=record)
+    if recent is not None:
+        recent.keep(record)
     return body
 
 
