@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import workingmem as wm
 from tests.helpers import assert_valid_chat_request, png_bytes, summarizing_responder
@@ -74,12 +75,16 @@ def codex_model(request: dict[str, Any]) -> Reply:
     return Reply(f"You said: {asked}")
 
 
-def _configuration(base_url: str) -> str:
-    """The page's ``config.toml``, pointing at `base_url`."""
+def _configuration(base_url: str, *, websockets: bool = False) -> str:
+    """The page's ``config.toml``, pointing at `base_url`; with `websockets`, the provider
+    takes the Responses API's WebSocket mode, as the page says."""
     page = PAGE.read_text(encoding="utf-8")
     blocks: list[str] = re.findall(r"^```toml\n(.*?)^```", page, re.M | re.S)
     (block,) = blocks
     assert "http://127.0.0.1:8080/v1" in block
+    if websockets:
+        assert "`supports_websockets = true`" in page
+        block += "supports_websockets = true\n"  # the block ends with the provider's table
     return block.replace("http://127.0.0.1:8080/v1", base_url)
 
 
@@ -99,20 +104,44 @@ class _Session:
     key: str
     work: Path
     run: Callable[..., subprocess.CompletedProcess[str]]
+    seen: list[tuple[str, str]]
+    """The requests the gateway got: HTTP or WebSocket, and the path."""
+
+
+class _Seen:
+    """Notes every request an app gets, HTTP or WebSocket, before the app serves it."""
+
+    def __init__(self, app: ASGIApp, seen: list[tuple[str, str]]) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            self.seen.append((scope["type"], scope["path"]))
+        await self.app(scope, receive, send)
 
 
 @contextmanager
 def _serving_codex(
-    settings: ServiceSettings, database_url: str, tenant: str, tmp_path: Path
+    settings: ServiceSettings,
+    database_url: str,
+    tenant: str,
+    tmp_path: Path,
+    *,
+    websockets: bool = False,
 ) -> Iterator[_Session]:
     """The gateway of `settings` on a live server, and Codex configured by the docs' page."""
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    with LiveServer(create_app(settings)) as live:
+    app, seen = create_app(settings), list[tuple[str, str]]()
+    app.add_middleware(_Seen, seen=seen)
+    with LiveServer(app) as live:
         key = create_key(database_url, tenant, "tests").secret
-        (home / "config.toml").write_text(_configuration(f"{live.url}/v1"), encoding="utf-8")
-        yield _Session(live.url, key, work, functools.partial(_codex, home, work, key))
+        configuration = _configuration(f"{live.url}/v1", websockets=websockets)
+        (home / "config.toml").write_text(configuration, encoding="utf-8")
+        run = functools.partial(_codex, home, work, key)
+        yield _Session(live.url, key, work, run, seen)
 
 
 def _answers(ran: subprocess.CompletedProcess[str]) -> list[str]:
@@ -125,7 +154,7 @@ def _answers(ran: subprocess.CompletedProcess[str]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("upstream_api", ["chat", "responses", "chat-thinking"])
+@pytest.mark.parametrize("upstream_api", ["chat", "responses", "chat-thinking", "chat-websocket"])
 def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
     upstream_api: str,
     database_url: str,
@@ -133,17 +162,21 @@ def test_a_codex_session_is_one_thread_with_its_namespaced_calls(
     tenant: str,
     tmp_path: Path,
 ) -> None:
-    # chat-thinking: DeepSeek's chat API in thinking mode, which asks each call's reasoning back
+    # chat-thinking: DeepSeek's chat API in thinking mode, which asks each call's reasoning back;
+    # chat-websocket: Codex asks over the Responses API's WebSocket mode
     upstream.responder = thinking(codex_model) if upstream_api == "chat-thinking" else codex_model
-    upstream_api = upstream_api.removesuffix("-thinking")
+    websockets = upstream_api == "chat-websocket"
+    upstream_api = upstream_api.removesuffix("-thinking").removesuffix("-websocket")
     settings = settings_for(database_url, upstream, gateway=GATEWAY, upstream_api=upstream_api)
-    with _serving_codex(settings, database_url, tenant, tmp_path) as codex:
+    with _serving_codex(settings, database_url, tenant, tmp_path, websockets=websockets) as codex:
         first = codex.run("Please run the check.")
         assert first.returncode == 0, first.stdout[-2_000:]
         second = codex.run("resume", "--last", "Now close the agent.")
         assert second.returncode == 0, second.stdout[-2_000:]
         messages = the_thread(codex.url, codex.key)
 
+    asked = [seen for seen in codex.seen if seen[1] == "/v1/responses"]
+    assert set(asked) == {("websocket" if websockets else "http", "/v1/responses")}
     assert _answers(first) == ["The tool said: codex-ok"]
     # Codex ran the call in its agents' namespace: the call came back with it
     assert _answers(second)[-1].startswith("The tool said: invalid agent id agent-x")
