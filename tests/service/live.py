@@ -22,11 +22,12 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import workingmem as wm
 from workingmem.stores.keys import ApiKeyStore, NewApiKey
 
-__all__ = ["LiveServer", "create_key", "free_port", "revoke_key", "run_async", "wait_for"]
+__all__ = ["LiveServer", "Seen", "create_key", "free_port", "revoke_key", "run_async", "wait_for"]
 
 T = TypeVar("T")
 
@@ -40,6 +41,20 @@ def run_async(work: Callable[[], Awaitable[T]]) -> T:
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, main()).result()
+
+
+class Seen:
+    """Notes every request an app gets, HTTP or WebSocket, before the app serves it: which
+    transport a client took (``app.add_middleware(Seen, seen=seen)``)."""
+
+    def __init__(self, app: ASGIApp, seen: list[tuple[str, str]]) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            self.seen.append((scope["type"], scope["path"]))
+        await self.app(scope, receive, send)
 
 
 class LiveServer:

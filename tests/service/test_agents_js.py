@@ -19,8 +19,10 @@ import pytest
 
 import workingmem as wm
 from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
+from workingmem.service import create_app
 
-from .live import LiveServer, create_key, run_async
+from .conftest import settings_for
+from .live import LiveServer, Seen, create_key, run_async
 from .real_clients import run_client
 from .test_agents_responses import assert_memory_of
 from .test_openai_clients import agent_upstream
@@ -47,6 +49,36 @@ def client(service: LiveServer, key: str, upstream: ScriptedUpstream) -> openai.
 
 def thread_ids(api: httpx.Client) -> list[str]:
     return [thread["id"] for thread in api.get("/v1/threads").json()["data"]]
+
+
+@needs_node
+def test_a_typescript_agent_over_the_websocket_transport_is_one_thread(
+    database_url: str, upstream: ScriptedUpstream, tenant: str
+) -> None:
+    """The SDK's WebSocket transport (``useResponsesWebSocket``), four runs chained by their
+    response ids over one connection: every call came over the socket, one thread of every
+    turn once, in order, the last call reading its memory."""
+    upstream.responder = agent_upstream
+    app, seen = create_app(settings_for(database_url, upstream)), list[tuple[str, str]]()
+    app.add_middleware(Seen, seen=seen)
+    with LiveServer(app) as live:
+        key = create_key(database_url, tenant).secret
+        ran = run_client([str(NODE), "chain.mjs", f"{live.url}/v1", key], cwd=CLIENT)
+        assert ran.returncode == 0, ran.stderr
+        with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}) as api:
+            (thread,) = thread_ids(api)
+            stored = turns(api, thread)
+    assert json.loads(ran.stdout)["answers"] == [
+        "It is sunny in Lyon there.",
+        "You said: My name is Ada.",
+        "It is sunny in Lyon there.",
+        "You said: Thanks",
+    ]
+    assert {asked for asked in seen if asked[1] == "/v1/responses"} == {
+        ("websocket", "/v1/responses")
+    }
+    assert [m["role"] for m in stored] == RUN_ROLES
+    assert_memory_of(answers(upstream)[-1]["messages"], stored[:-1])
 
 
 @needs_node

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 import workingmem as wm
 from tests.helpers import assert_valid_chat_request, png_bytes, summarizing_responder
@@ -32,7 +31,7 @@ from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import ServiceSettings, create_app
 
 from .conftest import CONFIG, settings_for
-from .live import LiveServer, create_key
+from .live import LiveServer, Seen, create_key
 from .real_clients import images_sent, run_client, text_of, the_thread
 
 ROOT = Path(__file__).parents[2]
@@ -108,19 +107,6 @@ class _Session:
     """The requests the gateway got: HTTP or WebSocket, and the path."""
 
 
-class _Seen:
-    """Notes every request an app gets, HTTP or WebSocket, before the app serves it."""
-
-    def __init__(self, app: ASGIApp, seen: list[tuple[str, str]]) -> None:
-        self.app = app
-        self.seen = seen
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket"):
-            self.seen.append((scope["type"], scope["path"]))
-        await self.app(scope, receive, send)
-
-
 @contextmanager
 def _serving_codex(
     settings: ServiceSettings,
@@ -135,7 +121,7 @@ def _serving_codex(
     home.mkdir()
     work.mkdir()
     app, seen = create_app(settings), list[tuple[str, str]]()
-    app.add_middleware(_Seen, seen=seen)
+    app.add_middleware(Seen, seen=seen)
     with LiveServer(app) as live:
         key = create_key(database_url, tenant, "tests").secret
         configuration = _configuration(f"{live.url}/v1", websockets=websockets)

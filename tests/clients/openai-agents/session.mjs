@@ -10,35 +10,20 @@
 // the session reads them back (each a role or a type).
 import OpenAI from 'openai';
 import {
-  Agent,
   OpenAIConversationsSession,
   run,
   setDefaultOpenAIClient,
   setTracingDisabled,
-  tool,
 } from '@openai/agents';
-import { z } from 'zod';
+import { agent, questions } from './weather.mjs';
 
 const [baseURL, apiKey, mode] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
 setDefaultOpenAIClient(client);
 setTracingDisabled(true);
-const weather = tool({
-  name: 'get_weather',
-  description: 'The weather in a city.',
-  parameters: z.object({ city: z.string() }),
-  execute: async ({ city }) => `sunny in ${city}`,
-});
-const agent = new Agent({
-  name: 'weather',
-  instructions: 'Be brief.',
-  model: 'answer-model',
-  tools: [weather],
-});
 const session = new OpenAIConversationsSession({ client });
 
 const answers = [];
-const questions = ['What is the weather in Lyon?', 'My name is Ada.', 'And the weather now?', 'Thanks'];
 for (const text of questions) {
   if (mode === 'stream') {
     const streamed = await run(agent, text, { session, stream: true });
