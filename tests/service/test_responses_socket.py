@@ -157,6 +157,8 @@ async def test_a_refused_request_is_an_error_event_and_the_connection_goes_on(
             (event,) = await events_of(connection)
             refused.append((event.type, event.status, event.error.code, event.error.param))
         still = await answer(connection, input="Still here?")
+        await connection.response.create(model="answer-model", input="Hi", background=True)
+        await events_of(connection)  # after the answer before it was counted
     assert refused == [
         ("error", 404, "response_not_found", None),
         ("error", 404, "response_not_found", None),
@@ -165,6 +167,11 @@ async def test_a_refused_request_is_an_error_event_and_the_connection_goes_on(
     ]
     assert still.output_text == "You said: Still here?"
     assert len(await threads_of(api)) == 1  # ours; the stranger's thread is its tenant's
+    async with httpx.AsyncClient(base_url=service.url) as web:
+        metrics = (await web.get("/metrics")).text
+    for status, count in (("404", 2), ("400", 2), ("422", 1), ("200", 1)):
+        series = f'method="WEBSOCKET",route="/v1/responses",status="{status}"'
+        assert f"workingmem_http_requests_total{{{series}}} {count}" in metrics
 
 
 async def test_a_key_the_service_does_not_know_is_refused_at_the_handshake(

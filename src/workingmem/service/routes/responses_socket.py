@@ -52,13 +52,15 @@ logger = logging.getLogger("workingmem.service")
 
 router = APIRouter()
 
+PATH = "/v1/responses"
+"""Where the socket is: the path a POST creates a response at."""
 _PREPARED_KEPT = 16
 """The requests prepared without an answer a connection keeps, the newest."""
 _ENVELOPE = ("type", "stream_id", "generate")
 """The fields of a ``response.create`` event that are not the request's."""
 
 
-@router.websocket("/v1/responses")
+@router.websocket(PATH)
 async def responses_socket(websocket: WebSocket) -> None:
     """OpenAI's Responses WebSocket mode: `response.create` events in, their events out."""
     try:
@@ -163,8 +165,12 @@ class _Connection:
             self._events.put_nowait(text)
 
     async def _answer(self, text: str) -> None:
-        """One client event: its response's events, or an ``error`` event."""
+        """One client event: its response's events, or an ``error`` event; counted in the
+        service's metrics as a request (method ``WEBSOCKET``) with the status a POST would
+        have had."""
+        started = time.perf_counter()
         stream_id: str | None = None
+        status = 200
         try:
             event = self._event(text)
             stream_id = event.get("stream_id") if isinstance(event.get("stream_id"), str) else None
@@ -180,10 +186,16 @@ class _Connection:
                     code="invalid_request_error",
                     param="type",
                 )
-        except WebSocketDisconnect:
+        except (WebSocketDisconnect, asyncio.CancelledError):
+            status = 499  # the client went: as a POST's (nginx's "client closed request")
             raise
         except Exception as exc:  # a failure before the answer began: this request's alone
-            await self._send({"type": "error", **_error_event(exc)}, stream_id)
+            refused = _error_event(exc)
+            status = refused["status"]
+            await self._send({"type": "error", **refused}, stream_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            self._services.metrics.observe_request("WEBSOCKET", PATH, status, elapsed)
 
     def _event(self, text: str) -> dict[str, Any]:
         limit = self._services.settings.max_body_bytes
