@@ -54,6 +54,8 @@ router = APIRouter()
 
 PATH = "/v1/responses"
 """Where the socket is: the path a POST creates a response at."""
+_QUEUED = 16
+"""The events a connection may have waiting behind the one being answered."""
 _PREPARED_KEPT = 16
 """The requests prepared without an answer a connection keeps, the newest."""
 _ENVELOPE = ("type", "stream_id", "generate")
@@ -123,7 +125,7 @@ class _Connection:
         self._tenant = tenant
         self._asked = asked
         self._lanes = _Lanes()
-        self._events: asyncio.Queue[str] = asyncio.Queue()
+        self._events: asyncio.Queue[str] = asyncio.Queue(maxsize=_QUEUED)
 
     async def serve(self) -> None:
         """Answers the events until the client goes; its going cancels the answer under way
@@ -154,7 +156,9 @@ class _Connection:
             reader.cancel()
 
     async def _read(self) -> None:
-        """Queues each frame's text until the client disconnects."""
+        """Queues each frame's text until the client disconnects; with `_QUEUED` waiting, the
+        next is read once one is answered (a client that sends faster is held back by its
+        socket, not by the server's memory)."""
         while True:
             message = await self._socket.receive()
             if message["type"] == "websocket.disconnect":
@@ -162,7 +166,7 @@ class _Connection:
             text = message.get("text")
             if text is None:
                 text = (message.get("bytes") or b"").decode("utf-8", errors="replace")
-            self._events.put_nowait(text)
+            await self._events.put(text)
 
     async def _answer(self, text: str) -> None:
         """One client event: its response's events, or an ``error`` event; counted in the
