@@ -256,14 +256,24 @@ async def test_lanes_frames_and_a_request_prepared_without_an_answer(
             "You said: What is my name?"
         )
         bad = [
-            await exchange(socket, frame) for frame in ("{not json", '{"type": "session.update"}')
+            await exchange(socket, frame)
+            for frame in (
+                "{not json",
+                '{"type": "session.update"}',
+                '{"type": "response.create", "input": "Hi", "stream_id": 5}',
+                '{"type": "response.create", "input": "Hi", "generate": "no"}',
+            )
         ]
         steered = await exchange(
             socket,
             {"type": "response.steer", "previous_response_id": "resp_x", "input": "faster"},
         )
-    assert [(e[0]["type"], e[0]["status"]) for e in bad] == [("error", 400), ("error", 400)]
-    assert bad[1][0]["error"]["param"] == "type"
+    assert [(e[0]["type"], e[0]["status"], e[0]["error"]["param"]) for e in bad] == [
+        ("error", 400, None),
+        ("error", 400, "type"),
+        ("error", 422, "stream_id"),
+        ("error", 422, "generate"),
+    ]
     assert steered[0]["error"]["code"] == "steering_not_supported"
     assert steered[0]["steer"]["input"] == "faster"
     system, *said = answers(upstream)[-1]["messages"]

@@ -220,6 +220,14 @@ class _Connection:
         return event
 
     async def _create(self, event: dict[str, Any], stream_id: str | None) -> None:
+        for name, kind, shape in (("stream_id", str, "string"), ("generate", bool, "boolean")):
+            if name in event and not isinstance(event[name], kind):
+                raise ApiError(
+                    422,
+                    f"{name}: Input should be a valid {shape}",
+                    code="invalid_request",
+                    param=name,
+                )
         if event.get("background"):
             raise ApiError(
                 400,
