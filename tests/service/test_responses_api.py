@@ -273,10 +273,30 @@ def test_another_tenants_response_is_not_found(
         with pytest.raises(openai.NotFoundError):
             stranger.responses.delete(first.id)
         with pytest.raises(openai.NotFoundError):
+            stranger.responses.cancel(first.id)
+        with pytest.raises(openai.NotFoundError):
             stranger.responses.create(
                 model="answer-model", input="x", previous_response_id=first.id
             )
     assert client.responses.retrieve(first.id).id == first.id
+
+
+def test_no_response_is_in_the_background_so_none_is_cancelled(
+    client: openai.OpenAI, api: httpx.Client
+) -> None:
+    """Every response is answered in its request: a background one is refused when asked (a
+    422 naming `background`), and cancelling a stored one is a 400 that says why."""
+    with pytest.raises(openai.UnprocessableEntityError) as background:
+        client.responses.create(model="answer-model", input="Later.", background=True)
+    assert background.value.response.json()["error"]["param"] == "body.background"
+    first, thread = thread_of(client, input="Now.")
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.cancel(first.id)
+    assert "background" in refused.value.message
+    with pytest.raises(openai.NotFoundError):
+        client.responses.cancel("resp_missing")
+    assert client.responses.retrieve(first.id).status == "completed"
+    assert len(turns(api, thread)) == 2
 
 
 def test_a_stream_broken_off_upstream_fails_and_stores_no_half_answer(

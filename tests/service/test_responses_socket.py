@@ -162,14 +162,14 @@ async def test_a_refused_request_is_an_error_event_and_the_connection_goes_on(
     assert refused == [
         ("error", 404, "response_not_found", None),
         ("error", 404, "response_not_found", None),
-        ("error", 400, "invalid_request_error", "background"),
+        ("error", 422, "invalid_request", "background"),  # as a POST: none are served
         ("error", 422, "invalid_request", "input.str"),  # as a POST names it, bodiless
     ]
     assert still.output_text == "You said: Still here?"
     assert len(await threads_of(api)) == 1  # ours; the stranger's thread is its tenant's
     async with httpx.AsyncClient(base_url=service.url) as web:
         metrics = (await web.get("/metrics")).text
-    for status, count in (("404", 2), ("400", 2), ("422", 1), ("200", 1)):
+    for status, count in (("404", 2), ("422", 3), ("200", 1)):
         series = f'method="WEBSOCKET",route="/v1/responses",status="{status}"'
         assert f"workingmem_http_requests_total{{{series}}} {count}" in metrics
 

@@ -769,6 +769,25 @@ async def delete_response(
     return {"id": response_id, "object": "response", "deleted": True}
 
 
+@router.post(
+    "/v1/responses/{response_id}/cancel",
+    summary="Cancel a background response (this gateway serves none)",
+)
+async def cancel_response(
+    response_id: ResponseIdPath, request: Request, tenant: Tenant
+) -> dict[str, Any]:
+    """OpenAI's ``responses.cancel``, which only a response created with ``background: true``
+    takes: every response here was answered in its request, so a stored one is a 400 saying
+    so, and a missing one (or another tenant's) a 404."""
+    await records_of(get_services(request)).get_response(tenant_id=tenant, response_id=response_id)
+    raise ApiError(
+        400,
+        "only a response created with background: true can be cancelled, and this gateway "
+        "answers every response in its request (it serves no background responses)",
+        code="invalid_request_error",
+    )
+
+
 @router.get("/v1/responses/{response_id}/input_items", summary="A response's input items")
 async def input_items(
     response_id: ResponseIdPath,

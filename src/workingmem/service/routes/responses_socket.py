@@ -8,14 +8,14 @@
 A connection is opened with what a ``POST /v1/responses`` sends in its headers (the API key,
 hence the tenant; ``X-Thread-Id``, ``X-User-Id``, ``X-Profile``, ``X-Workingmem-History``), and
 keeps them. Each ``response.create`` event is answered as that POST answers a streamed request
-(``stream`` is implied; ``background`` is refused), its events sent as JSON text frames, one
-response after the other in the order the events came. A ``stream_id`` is echoed on every event
-of its response. A request may continue the connection's newest response of each lane by
-``previous_response_id`` even when it was not stored (``store: false``), as OpenAI's connection
-cache allows; a stored one, from any connection. ``generate: false`` prepares a request without
-an answer: its response is empty, and a request that continues it is sent with its fields and
-its input first. A request that fails is an ``error`` event with the status a POST would have
-had; the connection stays open. A client that goes away stops the answer: nothing of it stored.
+(``stream`` is implied), its events sent as JSON text frames, one response after the other in
+the order the events came. A ``stream_id`` is echoed on every event of its response. A request
+may continue the connection's newest response of each lane by ``previous_response_id`` even
+when it was not stored (``store: false``), as OpenAI's connection cache allows; a stored one,
+from any connection. ``generate: false`` prepares a request without an answer: its response is
+empty, and a request that continues it is sent with its fields and its input first. A request
+that fails is an ``error`` event with the status a POST would have had; the connection stays
+open. A client that goes away stops the answer: no answer of it is stored.
 """
 
 from __future__ import annotations
@@ -228,15 +228,7 @@ class _Connection:
                     code="invalid_request",
                     param=name,
                 )
-        if event.get("background"):
-            raise ApiError(
-                400,
-                "background: a response over a WebSocket is streamed on it; send it without "
-                "background, or POST it to /v1/responses",
-                code="invalid_request_error",
-                param="background",
-            )
-        fields = {k: v for k, v in event.items() if k not in _ENVELOPE and k != "background"}
+        fields = {k: v for k, v in event.items() if k not in _ENVELOPE}
         fields = self._after_prepared(fields)
         try:
             body = ResponseCreateRequest.model_validate({**fields, "stream": True})
