@@ -33,6 +33,7 @@ __all__ = [
     "ThreadIdPath",
     "UserIdHeader",
     "UserIdPath",
+    "ask_headers",
     "header_text",
     "thread_header",
 ]
