@@ -221,8 +221,8 @@ async def test_lanes_frames_and_a_request_prepared_without_an_answer(
     url = f"ws://127.0.0.1:{service.port}/v1/responses"
     headers = {"Authorization": f"Bearer {key}", "X-Thread-Id": "raw"}
 
-    async def exchange(socket: Any, frame: str | dict[str, Any]) -> list[dict[str, Any]]:
-        await socket.send(frame if isinstance(frame, str) else json.dumps(frame))
+    async def exchange(socket: Any, frame: str | bytes | dict[str, Any]) -> list[dict[str, Any]]:
+        await socket.send(json.dumps(frame) if isinstance(frame, dict) else frame)
         out: list[dict[str, Any]] = []
         while not out or out[-1]["type"] not in (*TERMINAL, "response.steer.failed"):
             out.append(json.loads(await socket.recv()))
@@ -255,9 +255,37 @@ async def test_lanes_frames_and_a_request_prepared_without_an_answer(
         assert laned[-1]["response"]["output"][0]["content"][0]["text"] == (
             "You said: What is my name?"
         )
+        system, *said = answers(upstream)[-1]["messages"]
+        prepared_on = {  # prepared on the lane's answer, sent as a binary frame
+            "type": "response.create",
+            "model": "answer-model",
+            "generate": False,
+            "previous_response_id": laned[-1]["response"]["id"],
+            "input": "I live in Lyon.",
+        }
+        again = await exchange(socket, json.dumps(prepared_on).encode())
+        later = await exchange(
+            socket,
+            {
+                "type": "response.create",
+                "model": "answer-model",
+                "previous_response_id": again[-1]["response"]["id"],
+                "input": "Where do I live?",
+            },
+        )
+        missing = await exchange(
+            socket,
+            {
+                "type": "response.create",
+                "stream_id": "lane-b",
+                "previous_response_id": "resp_missing",
+                "input": "Hi",
+            },
+        )
         bad = [
             await exchange(socket, frame)
             for frame in (
+                "[]",
                 "{not json",
                 '{"type": "session.update"}',
                 '{"type": "response.create", "input": "Hi", "stream_id": 5}',
@@ -270,20 +298,29 @@ async def test_lanes_frames_and_a_request_prepared_without_an_answer(
         )
     assert [(e[0]["type"], e[0]["status"], e[0]["error"]["param"]) for e in bad] == [
         ("error", 400, None),
+        ("error", 400, None),
         ("error", 400, "type"),
         ("error", 422, "stream_id"),
         ("error", 422, "generate"),
     ]
     assert steered[0]["error"]["code"] == "steering_not_supported"
     assert steered[0]["steer"]["input"] == "faster"
-    system, *said = answers(upstream)[-1]["messages"]
     assert "Answer in French." in system["content"]
     assert [m["content"] for m in said] == ["My name is Ada.", "What is my name?"]
+    assert [e["type"] for e in again] == ["response.created", "response.completed"]
+    assert later[-1]["response"]["output"][0]["content"][0]["text"] == "You said: Where do I live?"
+    sent = [m["content"] for m in answers(upstream)[-1]["messages"][1:]]
+    assert sent[-3:] == ["You said: What is my name?", "I live in Lyon.", "Where do I live?"]
+    assert (missing[0]["type"], missing[0]["status"]) == ("error", 404)
+    assert missing[0]["stream_id"] == "lane-b"  # an error names its lane too
     stored = await blocking(_turns)(api, "raw")
     assert [m["content"] for m in stored] == [
         "My name is Ada.",
         "What is my name?",
         "You said: What is my name?",
+        "I live in Lyon.",
+        "Where do I live?",
+        "You said: Where do I live?",
     ]
 
 
