@@ -638,6 +638,8 @@ async def _finish(
         usage=result.usage,
         incomplete_reason="max_output_tokens" if incomplete else None,
     )
+    if not info.request.store and recent is None:
+        return body  # kept nowhere: no record to make (its carried tools cost a dump each)
     record = StoredResponse(
         response_id=info.response_id,
         thread_id=result.thread_id,

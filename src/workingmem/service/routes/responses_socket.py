@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from collections.abc import Callable
 from contextlib import aclosing
@@ -34,21 +33,19 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError as ShapeError
 from starlette.websockets import WebSocketDisconnect
 
-from ...errors import WorkingMemoryError
 from ...formats.responses_chat import new_id
 from ...llm import Usage
 from ...stores.responses import StoredResponse
 from ..auth import connection_tenant
-from ..errors import ApiError, error_body, invalid_request, map_error
+from ..errors import ApiError, error_body, invalid_request
 from ..params import AskedHeaders, ask_headers
 from ..response_body import ResponseInfo, response_object
 from ..responses_schemas import ResponseCreateRequest
+from ..sse import stream_failure
 from ..state import Services, get_services
 from .responses import create_events, prepare_create
 
 __all__ = ["router"]
-
-logger = logging.getLogger("workingmem.service")
 
 router = APIRouter()
 
@@ -303,25 +300,23 @@ class _Connection:
                     "input with the next response.create",
                 },
                 "steer": steer,
-            },
-            None,
+            }
         )
 
     async def _send(self, payload: dict[str, Any], stream_id: str | None = None) -> None:
-        if stream_id is not None:
-            payload["stream_id"] = stream_id
-        await self._socket.send_text(json.dumps(payload, ensure_ascii=False))
+        await self._socket.send_text(_frame(payload, stream_id))
+
+
+def _frame(payload: dict[str, Any], stream_id: str | None) -> str:
+    """An event's frame: its JSON, with the request's lane when it named one."""
+    lane = {"stream_id": stream_id} if stream_id is not None else {}
+    return json.dumps({**payload, **lane}, ensure_ascii=False, separators=(",", ":"))
 
 
 def _framed(stream_id: str | None) -> Callable[[dict[str, Any]], bytes]:
-    """An event as one line of JSON (a frame each), with the request's lane when it named one."""
-    lane = {"stream_id": stream_id} if stream_id is not None else {}
-
-    def encode(payload: dict[str, Any]) -> bytes:
-        text = json.dumps({**payload, **lane}, ensure_ascii=False, separators=(",", ":"))
-        return text.encode() + b"\n"
-
-    return encode
+    """`response_events`' encoder: each event's frame on a line of its own (a piece of the
+    stream may hold several events, sent a frame each)."""
+    return lambda payload: _frame(payload, stream_id).encode() + b"\n"
 
 
 def _items(given: object) -> list[Any]:
@@ -334,14 +329,9 @@ def _items(given: object) -> list[Any]:
 
 
 def _error_event(exc: Exception) -> dict[str, Any]:
-    """An ``error`` event's fields: the error a POST would have answered, and its status."""
-    if isinstance(exc, ApiError):
-        error = exc
-    elif isinstance(exc, WorkingMemoryError):
-        error = map_error(exc)
-    else:
-        logger.exception("a WebSocket response failed")
-        error = ApiError(500, "internal error", code="internal_error", type="server_error")
+    """An ``error`` event's fields: the error a POST would have answered (the service's own,
+    the library's as the service maps it, anything else a logged 500), and its status."""
+    error = exc if isinstance(exc, ApiError) else stream_failure(exc)
     return {
         "status": error.status,
         **error_body(error.message, error.type, error.code, error.param),
