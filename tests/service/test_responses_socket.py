@@ -17,7 +17,7 @@ import websockets
 from agents import Agent, RunConfig, Runner
 from agents.models.openai_provider import OpenAIProvider
 
-from workingmem.llm.testing import Reply, ScriptedUpstream
+from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 from workingmem.service import create_app
 
 from .conftest import settings_for
@@ -390,3 +390,27 @@ async def test_a_client_that_goes_stops_its_answer_and_no_answer_is_stored(
     stored = await blocking(_turns)(api, "gone")
     # the first input was stored as the thread's opening, as a POST's is; its answer never
     assert [m["content"] for m in stored] == ["Hold on.", "Again.", "You said: Again."]
+
+
+async def test_the_gateways_own_memory_calls_never_reach_the_socket(
+    client: openai.AsyncOpenAI, upstream: ScriptedUpstream, api: httpx.Client
+) -> None:
+    """R30 over the socket: the model saves to the working memory in a round the gateway runs;
+    none of the events shows that call, the response holds the answer alone."""
+    upstream.push(
+        Reply(
+            None,
+            tool_calls=[tool_call("update_working_memory", {"content": "# User\n- Name: Ada\n"})],
+        ),
+        Reply("Saved."),
+    )
+    async with client.responses.connect(extra_headers={"X-Thread-Id": "own"}) as connection:
+        await connection.response.create(model="answer-model", input="Remember: I am Ada.")
+        events = await events_of(connection)
+    assert "update_working_memory" not in json.dumps([e.model_dump() for e in events])
+    done = events[-1].response
+    assert [item.type for item in done.output] == ["message"]
+    assert done.output_text == "Saved."
+    assert answers(upstream)[-1]["messages"][-1]["role"] == "tool"  # the round ran here
+    memory = await blocking(api.get)("/v1/threads/own/memory")
+    assert memory.json()["working_memory"]["content"] == "# User\n- Name: Ada\n"
