@@ -119,6 +119,16 @@ def answers(upstream: ScriptedUpstream) -> list[dict[str, Any]]:
     return [r for r in upstream.requests if "tools" in r]
 
 
+def assert_offered_as_input(sent: dict[str, Any]) -> None:
+    """`PATCH` was offered in `sent` as a function of its input, its grammar described."""
+    (tool,) = [t for t in sent["tools"] if (t.get("function") or t)["name"] == "apply_patch"]
+    function = tool.get("function") or tool
+    schema = function.get("parameters") or function.get("input_schema")
+    assert list(schema["properties"]) == ["input"]
+    assert GRAMMAR in schema["properties"]["input"]["description"]
+    assert function["description"] == PATCH["description"]
+
+
 def streamed(
     served: openai.OpenAI, asked: str, tools: Any, *, thread: str
 ) -> tuple[list[Any], Any]:
@@ -262,13 +272,7 @@ def test_a_custom_tool_is_offered_as_a_function_of_its_input(
     (call,) = [item for item in response.output if item.type == "custom_tool_call"]
     assert call.type == "custom_tool_call"
     assert (call.name, call.input, call.namespace) == ("apply_patch", A_PATCH, None)
-    sent = answers(upstream)[0]
-    (tool,) = [t for t in sent["tools"] if (t.get("function") or t)["name"] == "apply_patch"]
-    function = tool.get("function") or tool
-    schema = function.get("parameters") or function.get("input_schema")
-    assert list(schema["properties"]) == ["input"]
-    assert GRAMMAR in schema["properties"]["input"]["description"]
-    assert function["description"] == PATCH["description"]
+    assert_offered_as_input(answers(upstream)[0])
     answer = served.responses.create(
         model="answer-model",
         previous_response_id=response.id,

@@ -47,14 +47,14 @@ def stored_nothing(api: httpx.Client, thread: str) -> None:
     ("fields", "param", "named"),
     [
         (
-            {"tools": [WEATHER, {"type": "custom", "custom": {"name": "grep"}}]},
+            {"tools": [WEATHER, {"type": "web_search"}]},
             "tools[1].type",
-            "'custom'",
+            "'web_search'",
         ),
         (
-            {"tools": [WEATHER], "tool_choice": {"type": "custom", "custom": {"name": "grep"}}},
+            {"tools": [WEATHER], "tool_choice": {"type": "web_search"}},
             "tool_choice.type",
-            "'custom'",
+            "'web_search'",
         ),
         ({"functions": [WEATHER["function"]]}, "functions", "deprecated"),
         ({"function_call": "auto"}, "function_call", "deprecated"),
@@ -87,7 +87,6 @@ def test_chat_completions(
 @pytest.mark.parametrize(
     "choice",
     [
-        {"type": "custom", "name": "grep"},
         {"type": "mcp", "server_label": "deepwiki"},
         {"type": "web_search_preview"},
     ],
@@ -103,7 +102,7 @@ def test_responses_tool_choices(choice: Any, oai: openai.OpenAI, api: httpx.Clie
     assert refused(raised) == (
         "tool_choice.type",
         f"tool_choice.type: {choice['type']!r} tool choices are not served: only 'none', "
-        "'auto', 'required', 'allowed_tools' or a function tool",
+        "'auto', 'required', 'allowed_tools', a function tool or a custom tool",
     )
     stored_nothing(api, "t1")
 

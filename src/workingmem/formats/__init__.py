@@ -69,9 +69,9 @@ def unserved_tool(index: int, kind: object, served: str, within: str = "") -> Va
 
 def unserved_choice(kind: object) -> ValidationError:
     """The error for a tool choice of a type the gateway does not serve (a hosted tool's, an
-    MCP server's, a custom tool's)."""
+    MCP server's)."""
     return ValidationError(
         "tool_choice.type",
         f"{kind!r} tool choices are not served: only 'none', 'auto', 'required', "
-        "'allowed_tools' or a function tool",
+        "'allowed_tools', a function tool or a custom tool",
     )

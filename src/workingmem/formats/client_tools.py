@@ -57,6 +57,9 @@ __all__ = [
     "Loaded",
     "Offered",
     "as_offered",
+    "custom_arguments",
+    "custom_function",
+    "custom_input",
     "flat_name",
     "found_tools_text",
     "in_client_words",
@@ -290,6 +293,16 @@ def _function(
     return {"type": "function", "function": function}
 
 
+def custom_function(name: str, description: object, fmt: object) -> dict[str, Any]:
+    """A custom tool as the chat function it is offered as (its input, a string)."""
+    return _function({"type": "custom", "description": description, "format": fmt}, name, None)
+
+
+def custom_arguments(given: object) -> str:
+    """A custom tool's input as its function's arguments (JSON)."""
+    return compact_json({INPUT: given if isinstance(given, str) else ""})
+
+
 def _input_parameters(fmt: object) -> dict[str, Any]:
     """A custom tool's function parameters: its input, a string, in its format as said."""
     said = "The tool's input: free-form text, not JSON"
@@ -320,7 +333,7 @@ def in_client_words(item: dict[str, Any], offered: Mapping[str, Offered]) -> dic
     if not found.custom:
         return out
     out.pop("arguments", None)
-    out["type"], out[INPUT] = "custom_tool_call", _input_of(str(item.get("arguments", "")))
+    out["type"], out[INPUT] = "custom_tool_call", custom_input(str(item.get("arguments", "")))
     if isinstance(item.get("id"), str):
         out["id"] = "ctc_" + item["id"].removeprefix("fc_")
     return out
@@ -342,7 +355,7 @@ def _search_call(item: Mapping[str, Any], *, server: bool = False) -> dict[str, 
     }
 
 
-def _input_of(arguments: str) -> str:
+def custom_input(arguments: str) -> str:
     """A custom tool's input from its function's arguments; arguments that are no such
     object (a model that wrote the input bare) are the input."""
     try:
@@ -360,7 +373,7 @@ def as_offered(item: Mapping[str, Any]) -> dict[str, Any]:
     kind = item.get("type")
     if kind == "custom_tool_call":  # its id, of another prefix, is left out
         rest = {k: v for k, v in item.items() if k not in ("id", "namespace", INPUT)}
-        arguments = json.dumps({INPUT: item.get(INPUT, "")}, ensure_ascii=False)
+        arguments = custom_arguments(item.get(INPUT, ""))
         return {**rest, "type": "function_call", "name": flat_name(item), "arguments": arguments}
     if kind == "custom_tool_call_output":
         rest = {k: v for k, v in item.items() if k != "id"}

@@ -28,6 +28,7 @@ from .client_tools import (
     ADDITIONAL,
     INPUT,
     TOOL_SEARCH,
+    custom_arguments,
     flat_name,
     search_arguments,
     search_result_text,
@@ -207,7 +208,7 @@ def _call_view(item: Mapping[str, Any]) -> dict[str, Any]:
     if item.get("type") == "function_call":
         name, arguments = flat_name(item), item.get("arguments")
     elif item.get("type") == "custom_tool_call":  # as its tool is offered (`client_tools`)
-        name, arguments = flat_name(item), compact_json({INPUT: item.get(INPUT, "")})
+        name, arguments = flat_name(item), custom_arguments(item.get(INPUT, ""))
     elif item.get("type") == "tool_search_call":
         name, arguments = TOOL_SEARCH, search_arguments(item)
     elif item.get("type") in LOCAL_CALLS:  # as its tool is offered (`local_tools`)

@@ -44,7 +44,8 @@ def chat_options(
     reasoning: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The chat request's fields for what a Responses request asks of the answer (a choice of
-    the client's ``shell`` or ``apply_patch``: of the function it is offered as)."""
+    the client's custom tool, ``shell`` or ``apply_patch``: of the function it is offered
+    as)."""
     options: dict[str, Any] = {}
     if isinstance(tool_choice, str):
         options["tool_choice"] = tool_choice
@@ -53,7 +54,7 @@ def chat_options(
     elif isinstance(tool_choice, Mapping) and tool_choice.get("type") in (SHELL, APPLY_PATCH):
         options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["type"]}}
     elif isinstance(tool_choice, Mapping):
-        if tool_choice.get("type") != "function":
+        if tool_choice.get("type") not in ("function", "custom"):
             raise unserved_choice(tool_choice.get("type"))
         options["tool_choice"] = {"type": "function", "function": {"name": tool_choice["name"]}}
     fmt = (text or {}).get("format")

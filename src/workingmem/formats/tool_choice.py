@@ -31,6 +31,7 @@ __all__ = [
 
 ALLOWED_TOOLS = "allowed_tools"
 _MODES = ("auto", "required")
+_CLIENT_KINDS = ("function", "custom")
 
 
 def allowed_names(choice: object) -> tuple[str, list[str]] | None:
@@ -38,8 +39,14 @@ def allowed_names(choice: object) -> tuple[str, list[str]] | None:
     if not isinstance(choice, Mapping) or choice.get("type") != ALLOWED_TOOLS:
         return None
     allowed = choice.get(ALLOWED_TOOLS) or {}
-    names = [str((tool.get("function") or {}).get("name")) for tool in allowed.get("tools", ())]
+    names = [_chat_name(tool) for tool in allowed.get("tools", ())]
     return str(allowed.get("mode", "auto")), names
+
+
+def _chat_name(tool: Mapping[str, Any]) -> str:
+    """The name of a tool as chat names it in a choice: under its type's key (``function``,
+    ``custom``)."""
+    return str((tool.get(str(tool.get("type"))) or {}).get("name"))
 
 
 def chat_allowed(mode: str, names: Iterable[str]) -> dict[str, Any]:
@@ -60,8 +67,8 @@ def allowing(options: Mapping[str, Any] | None, names: Iterable[str]) -> Mapping
 
 def checked(choice: object, field: str) -> None:
     """Refuses an ``allowed_tools`` choice (its ``mode`` and ``tools``) whose mode is not
-    OpenAI's or whose tools are not a list of function tools (the only tools the gateway
-    serves), naming the place."""
+    OpenAI's or whose tools are not a list of function and custom tools (the client's: the
+    only tools the gateway serves), naming the place."""
     if not isinstance(choice, Mapping):
         raise ValidationError(field, "must be an object with mode and tools")
     tools = choice.get("tools")
@@ -70,9 +77,9 @@ def checked(choice: object, field: str) -> None:
     if not isinstance(tools, list):
         raise ValidationError(f"{field}.tools", "must be a list of tools")
     for index, tool in enumerate(tools):
-        if not isinstance(tool, Mapping) or tool.get("type") != "function":
+        if not isinstance(tool, Mapping) or tool.get("type") not in _CLIENT_KINDS:
             kind = tool.get("type") if isinstance(tool, Mapping) else tool
-            raise unserved_tool(index, kind, "function", within=f"{field}.")
+            raise unserved_tool(index, kind, "function and custom", within=f"{field}.")
 
 
 def responses_allowed(choice: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..formats.chat_custom_tools import in_client_words
 from ..gateway import AskResult
 from ..llm.usage import to_chat
 from ..placement import GATEWAY_TOOLS, tool_name
@@ -22,7 +23,20 @@ from .chat_schemas import AssistantMessage, ChatCompletion, Choice, CompletionUs
 __all__ = ["choice_logprobs", "completion_body"]
 
 
-def completion_body(result: AskResult, *, completion_id: str, created: int) -> dict[str, Any]:
+def completion_body(
+    result: AskResult, *, completion_id: str, created: int, custom: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The answer's body; the calls of the request's `custom` tools as ``custom`` calls."""
+    body = _body(result, completion_id=completion_id, created=created)
+    if custom:
+        for choice in body["choices"]:
+            message = choice.get("message") or {}
+            if message.get("tool_calls"):
+                message["tool_calls"] = in_client_words(message["tool_calls"], custom)
+    return body
+
+
+def _body(result: AskResult, *, completion_id: str, created: int) -> dict[str, Any]:
     usage = to_chat(result.usage)
     if result.response is None or not result.response.get("choices"):
         return ChatCompletion(

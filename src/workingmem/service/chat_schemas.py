@@ -34,7 +34,7 @@ from ..llm import Usage
 from ..llm.usage import to_chat
 from ..messages import MAX_PARTS
 from .params import ID_SCHEMA
-from .wire import NotFunction, type_is
+from .wire import NotFunctionOrCustom, type_is
 
 __all__ = [
     "ORDER_RULES",
@@ -45,6 +45,7 @@ __all__ = [
     "Choice",
     "CompletionUsage",
     "ToolCallOut",
+    "custom_names",
     "forwarded",
     "unserved",
 ]
@@ -79,9 +80,11 @@ ORDER_RULES = (
     "answers (with only other results of that message in between) and answers each call once. "
     "The newest turns and `max_tokens` must fit the model's window with the system prompt and "
     "the tools, else the answer is a 400 `context_length_exceeded`, as at OpenAI. `n` > 1 is "
-    "served without `stream`. Tools and `tool_choice` (`allowed_tools` too): function tools "
-    "only (the client runs them); any other type, and the deprecated `functions`, "
-    "`function_call` and `function` messages, is a 400 that names it."
+    "served without `stream`. Tools and `tool_choice` (`allowed_tools` too): function and "
+    "custom tools only (the client runs them; a custom tool is offered to the upstream as a "
+    "function of one string parameter, `input`, and its calls come back as `custom` calls); "
+    "any other type, and the deprecated `functions`, `function_call` and `function` "
+    "messages, is a 400 that names it."
 )
 """What JSON Schema cannot say of a request; published as the operation's description."""
 
@@ -203,6 +206,27 @@ class ToolCallIn(_Message):
     upstream with a turn the thread does not hold yet, never shown in the thread."""
 
 
+class CustomCall(_Message):
+    name: Annotated[str, Field(min_length=1)]
+    input: str
+    """The tool's input, free-form text."""
+
+
+class CustomToolCallIn(_Message):
+    """A call of a custom tool, as an answer gave it (`formats.chat_custom_tools`)."""
+
+    id: Id
+    type: Literal["custom"]
+    custom: CustomCall
+    index: Annotated[int | None, Field(exclude=True)] = None
+
+
+ToolCall = Annotated[
+    Annotated[ToolCallIn, Tag("function")] | Annotated[CustomToolCallIn, Tag("custom")],
+    Discriminator(type_is("function", "custom", untyped=True)),
+]
+
+
 class AssistantMessageIn(_Message):
     model_config = ConfigDict(
         extra="forbid",
@@ -221,7 +245,7 @@ class AssistantMessageIn(_Message):
     content: str | AssistantParts | None = None
     """None (or absent) only when the message calls tools."""
     name: Id | None = None
-    tool_calls: Annotated[list[ToolCallIn], Field(max_length=128)] | None = None
+    tool_calls: Annotated[list[ToolCall], Field(max_length=128)] | None = None
     refusal: str | None = None
     """The model's refusal, as a history resent carries it: the library stores it as a
     refusal part after the content."""
@@ -278,6 +302,33 @@ class FunctionTool(BaseModel):
     function: FunctionDefinition
 
 
+class CustomFormat(BaseModel):
+    """A custom tool's input format: free text, or a grammar (``lark`` or ``regex``), which
+    the model is told (no upstream offered a function can enforce it)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Literal["text", "grammar"]
+
+
+class CustomDefinition(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    description: str | None = None
+    format: CustomFormat | None = None
+
+
+class CustomTool(BaseModel):
+    """A tool whose input is free-form text (GPT-5's custom tools): offered to the upstream
+    as a function of one string parameter, its calls shown as ``custom`` calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["custom"]
+    custom: CustomDefinition
+
+
 class NamedFunction(BaseModel):
     name: str
 
@@ -289,23 +340,34 @@ class NamedToolChoice(BaseModel):
     function: NamedFunction
 
 
+class NamedCustomChoice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["custom"]
+    custom: NamedFunction
+
+
 class OtherKind(BaseModel):
-    """A tool or a tool choice of another type than ``function``: an ``allowed_tools``
-    choice (checked), or one the gateway does not serve (``custom``), refused with a 400 that
-    names it (`unserved`)."""
+    """A tool or a tool choice of another type than ``function`` or ``custom``: an
+    ``allowed_tools`` choice (checked), or one the gateway does not serve (a hosted tool's),
+    refused with a 400 that names it (`unserved`)."""
 
     model_config = ConfigDict(extra="allow")
 
-    type: NotFunction
+    type: NotFunctionOrCustom
 
 
 Tool = Annotated[
-    Annotated[FunctionTool, Tag("function")] | Annotated[OtherKind, Tag("other")],
-    Discriminator(type_is("function")),
+    Annotated[FunctionTool, Tag("function")]
+    | Annotated[CustomTool, Tag("custom")]
+    | Annotated[OtherKind, Tag("other")],
+    Discriminator(type_is("function", "custom")),
 ]
 ToolChoice = Annotated[
-    Annotated[NamedToolChoice, Tag("function")] | Annotated[OtherKind, Tag("other")],
-    Discriminator(type_is("function")),
+    Annotated[NamedToolChoice, Tag("function")]
+    | Annotated[NamedCustomChoice, Tag("custom")]
+    | Annotated[OtherKind, Tag("other")],
+    Discriminator(type_is("function", "custom")),
 ]
 
 
@@ -400,7 +462,7 @@ class ChatCompletionRequest(BaseModel):
     reasoning_effort: str | None = None
     service_tier: str | None = None
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
-    """The client's own function tools: calls of them come back to the client
+    """The client's own function and custom tools: calls of them come back to the client
     (``tool_calls``)."""
     tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = None
     parallel_tool_calls: StrictBool | None = None
@@ -424,13 +486,18 @@ OWNED = frozenset(
 """The fields the gateway itself acts on; every other one is the upstream's."""
 
 
+def custom_names(body: ChatCompletionRequest) -> frozenset[str]:
+    """The names of the request's custom tools: calls of them are shown as ``custom``."""
+    return frozenset(tool.custom.name for tool in body.tools or () if isinstance(tool, CustomTool))
+
+
 def unserved(body: ChatCompletionRequest) -> None:
     """Refuses, naming it, what the gateway does not serve: a tool or a tool choice of
-    another type than ``function`` (the client runs its tools; the gateway has no others),
-    and the deprecated ``functions`` / ``function_call``."""
+    another type than ``function`` or ``custom`` (the client runs its tools; the gateway has
+    no others), and the deprecated ``functions`` / ``function_call``."""
     for index, tool in enumerate(body.tools or ()):
         if isinstance(tool, OtherKind):
-            raise unserved_tool(index, tool.type, "function")
+            raise unserved_tool(index, tool.type, "function and custom")
     choice = body.tool_choice
     if isinstance(choice, OtherKind) and choice.type == ALLOWED_TOOLS:
         checked(choice.model_dump().get(ALLOWED_TOOLS), "tool_choice.allowed_tools")

@@ -28,7 +28,7 @@ from .chat_schemas import (
     TopLogprobs,
 )
 from .params import ID_SCHEMA
-from .wire import Id, LongText, NotClientTool, NotFunction, NotGroupedTool, OpenShape, type_is
+from .wire import Id, LongText, NotClientTool, NotFunctionOrCustom, OpenShape, type_is
 
 __all__ = [
     "ContextManagement",
@@ -224,7 +224,7 @@ class GroupedTool(OpenShape):
     """A tool in a namespace of another type than a function or a custom tool: refused with a
     400 that names it."""
 
-    type: NotGroupedTool
+    type: NotFunctionOrCustom
 
 
 class NamespaceToolIn(OpenShape):
@@ -259,22 +259,26 @@ Tool = Annotated[
 ]
 
 
-class NamedFunction(BaseModel):
+class NamedTool(BaseModel):
+    """A function or a custom tool the model must call."""
+
     model_config = ConfigDict(extra="forbid")
-    type: Literal["function"]
+    type: Literal["function", "custom"]
     name: Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class OtherToolChoice(OpenShape):
-    """An ``allowed_tools`` choice (checked), or a hosted tool's, an MCP server's or a custom
-    tool's, refused with a 400 that names it (`chat_options`)."""
+    """An ``allowed_tools`` choice (checked), or a hosted tool's or an MCP server's, refused
+    with a 400 that names it (`chat_options`)."""
 
-    type: NotFunction
+    type: NotFunctionOrCustom
 
 
 ToolChoice = Annotated[
-    Annotated[NamedFunction, Tag("function")] | Annotated[OtherToolChoice, Tag("other")],
-    Discriminator(type_is("function")),
+    Annotated[NamedTool, Tag("function")]
+    | Annotated[NamedTool, Tag("custom")]
+    | Annotated[OtherToolChoice, Tag("other")],
+    Discriminator(type_is("function", "custom")),
 ]
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import WorkingMemoryError
+from ..formats.chat_custom_tools import in_client_words
 from ..gateway import AnswerStream, AskResult
 from ..llm import NativeEvent, TextDelta, Usage
 from ..llm.usage import to_chat
@@ -50,6 +51,8 @@ class StreamInfo:
     created: int
     model: str
     include_usage: bool
+    custom: frozenset[str] = frozenset()
+    """The request's custom tools: calls of them are sent as ``custom`` calls."""
 
 
 async def first_chat_piece(stream: AnswerStream) -> TextDelta | NativeEvent | None:
@@ -157,7 +160,8 @@ async def answer_events(
         closing: list[bytes] = []  # ready at once: one piece of the body
         calls = stream.result.tool_calls if stream.result is not None else ()
         if calls:  # whole, once the upstream's deltas are in: a client reads them by index
-            tool_calls = [{"index": i, **call} for i, call in enumerate(calls)]
+            said = in_client_words(calls, info.custom)
+            tool_calls = [{"index": i, **call} for i, call in enumerate(said)]
             closing.append(_event(chunk({"tool_calls": tool_calls})))
         usage = stream.result.usage if stream.result is not None else Usage()
         metrics.observe_answer(usage)

@@ -11,7 +11,8 @@ aider sends it, a note a few turns back as role-play front ends do), so stored t
 turns of the thread that move each call, read as edits. The turns are the new ones only, or the
 whole history as the client knows it (the library's placement rule decides what is new, what
 an edit or a regenerate replaces). The last is the user's, the results of the client's tool
-calls, or an assistant's text after them that the model goes on from.
+calls, or an assistant's text after them that the model goes on from. A call of a custom tool
+is stored as the function call its tool is offered as (`formats.chat_custom_tools`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from ..errors import ValidationError
 from ..formats import joined_instructions
 from ..formats.chat_answer import answer_item, own_fields
+from ..formats.chat_custom_tools import with_function_calls
 from ..types import Message, MessageIn, NativeItem
 from .chat_schemas import ChatCompletionRequest
 
@@ -66,7 +68,10 @@ def plan_turns(body: ChatCompletionRequest) -> NewTurns:
         if message["role"] in _SYSTEM_ROLES:
             texts.append(_system_text(message))
             continue
-        turns.append(_with_own_fields(message) if message["role"] == "assistant" else message)
+        if message["role"] == "assistant":
+            turns.append(_with_own_fields(with_function_calls(message)))
+        else:
+            turns.append(message)
         places.append(index)
     return NewTurns(joined_instructions(*texts), turns, tuple(places))
 

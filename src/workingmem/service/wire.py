@@ -19,8 +19,7 @@ __all__ = [
     "LongText",
     "NotClientTool",
     "NotCustom",
-    "NotFunction",
-    "NotGroupedTool",
+    "NotFunctionOrCustom",
     "NotText",
     "OpenShape",
     "not_of",
@@ -48,13 +47,11 @@ def not_of(*served: str) -> Any:
     ]
 
 
-NotFunction = not_of("function")
-"""The ``type`` of a tool (or a tool choice) of another type than OpenAI's ``function``: one
-the gateway does not run, refused with a 400 that names it."""
 NotCustom = not_of("custom")
 """The same for Anthropic's client tools (``custom``)."""
-NotGroupedTool = not_of("function", "custom")
-"""The ``type`` of a tool in a Responses ``namespace`` that is neither a function nor custom."""
+NotFunctionOrCustom = not_of("function", "custom")
+"""The ``type`` of a tool in a Responses ``namespace`` that is neither a function nor custom,
+or of a tool choice that names neither."""
 NotText = not_of("text")
 """The ``type`` of an Anthropic block that is no text (in a system message: refused)."""
 NotClientTool = not_of("function", "custom", "namespace", "tool_search", "shell", "apply_patch")

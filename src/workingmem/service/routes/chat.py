@@ -22,6 +22,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from ...errors import ValidationError
+from ...formats.chat_custom_tools import function_choice, offered_functions
 from ...formats.responses_chat import native_output, new_id
 from ...llm import Completion
 from ...messages import check_id
@@ -81,6 +82,11 @@ async def chat_completions(
         )
     unserved(body)
     turns = plan_turns(body)
+    given = [tool.model_dump(mode="json", exclude_unset=True) for tool in body.tools or ()]
+    tools, custom = offered_functions(given)
+    options = forwarded(body)
+    if "tool_choice" in options:
+        options["tool_choice"] = function_choice(options["tool_choice"])
     profile, model = gateway.profiles.for_request(asked.x_profile, body.model)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
@@ -92,8 +98,8 @@ async def chat_completions(
         "profile": profile,
         "system_prompt": turns.system_prompt,
         "model": model,
-        "tools": [tool.model_dump(mode="json", exclude_unset=True) for tool in body.tools or ()],
-        "options": forwarded(body),
+        "tools": tools,
+        "options": options,
         "max_tokens": body.max_completion_tokens or body.max_tokens,
         "answer_format": _as_given,
     }
@@ -113,6 +119,7 @@ async def chat_completions(
             created=created,
             model=gateway.plan(profile, model=model).model.id,
             include_usage=bool(body.stream_options and body.stream_options.include_usage),
+            custom=custom,
         )
         return EventStreamResponse(
             answer_events(stream, first, info, services.metrics, keep),
@@ -132,7 +139,9 @@ async def chat_completions(
     if keep is not None:
         answer = await keep(result)
     else:
-        answer = completion_body(result, completion_id=completion_id, created=created)
+        answer = completion_body(
+            result, completion_id=completion_id, created=created, custom=custom
+        )
     return JSONResponse(answer, headers=headers)
 
 

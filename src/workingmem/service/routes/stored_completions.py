@@ -26,7 +26,7 @@ from ...gateway import AskResult
 from ...stores.completions import CompletionStore, StoredCompletion
 from ..auth import Tenant
 from ..chat_response import completion_body
-from ..chat_schemas import ChatCompletionRequest, Metadata
+from ..chat_schemas import ChatCompletionRequest, Metadata, custom_names
 from ..errors import ApiError
 from ..params import AfterQuery, CompletionIdPath, LimitQuery
 from ..state import Services, get_services
@@ -69,9 +69,15 @@ class Keeper:
         self._tenant, self._request = tenant, request
         self._completion_id, self._created = completion_id, created
         self._metadata = dict(body.metadata or {})
+        self._custom = custom_names(body)
 
     async def __call__(self, result: AskResult) -> dict[str, Any]:
-        answer = completion_body(result, completion_id=self._completion_id, created=self._created)
+        answer = completion_body(
+            result,
+            completion_id=self._completion_id,
+            created=self._created,
+            custom=self._custom,
+        )
         answer["id"] = self._completion_id
         sent = await self._request.json()  # as the client sent it (parsed once, by FastAPI)
         await self._store.put_completion(
