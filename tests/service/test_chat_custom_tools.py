@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
 from workingmem.llm.testing import ScriptedUpstream
 
@@ -27,6 +28,7 @@ from .test_client_tools import (
     called,
     calling,
 )
+from .test_unserved import refused
 
 CHAT_PATCH: Any = {
     "type": "custom",
@@ -38,12 +40,16 @@ WEATHER: Any = {
 }
 
 
-def turns_of(served: openai.OpenAI, thread: str) -> list[dict[str, Any]]:
+def read_turns(served: openai.OpenAI, thread: str) -> httpx.Response:
     """The thread's stored turns, read over the gateway's REST API."""
-    answer = httpx.get(
+    return httpx.get(
         f"{served.base_url}threads/{thread}/messages",
         headers={"Authorization": f"Bearer {served.api_key}"},
     )
+
+
+def turns_of(served: openai.OpenAI, thread: str) -> list[dict[str, Any]]:
+    answer = read_turns(served, thread)
     assert answer.status_code == 200, answer.text
     return list(answer.json()["data"])
 
@@ -168,3 +174,22 @@ def test_a_stored_completion_keeps_the_custom_call(
     (call,) = kept.choices[0].message.tool_calls or []
     assert call.type == "custom"
     assert (call.custom.name, call.custom.input) == ("apply_patch", A_PATCH)
+
+
+def test_a_custom_tool_named_like_another_is_refused(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    twin: Any = {"type": "custom", "custom": {"name": "get_weather"}}
+    with pytest.raises(openai.BadRequestError) as raised:
+        served.chat.completions.create(
+            model="answer-model",
+            messages=[{"role": "user", "content": EDIT}],
+            tools=[WEATHER, twin],
+            extra_headers={"X-Thread-Id": "k4"},
+        )
+    assert refused(raised) == (
+        "tools[1].custom.name",
+        "tools[1].custom.name: 'get_weather' names two tools",
+    )
+    assert answers(upstream) == []
+    assert read_turns(served, "k4").status_code == 404

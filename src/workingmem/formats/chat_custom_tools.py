@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import ValidationError
 from ..types import Message
 from .client_tools import custom_arguments, custom_function, custom_input
 from .tool_choice import allowed_names, chat_allowed
@@ -35,7 +36,8 @@ def offered_functions(
     tools: Sequence[Mapping[str, Any]],
 ) -> tuple[list[dict[str, Any]], frozenset[str]]:
     """The request's tools as chat function tools (a custom tool as its function), and the
-    names of its custom tools."""
+    names of its custom tools. A custom tool named like another tool is refused, named: the
+    upstream would be offered two functions of that name."""
     functions: list[dict[str, Any]] = []
     custom: set[str] = set()
     for tool in tools:
@@ -46,6 +48,10 @@ def offered_functions(
         name = str(spec.get("name"))
         functions.append(custom_function(name, spec.get("description"), spec.get("format")))
         custom.add(name)
+    names = [str((tool.get("function") or {}).get("name")) for tool in functions]
+    for index, (tool, name) in enumerate(zip(tools, names, strict=True)):
+        if tool.get("type") == CUSTOM and names.count(name) > 1:
+            raise ValidationError(f"tools[{index}].custom.name", f"{name!r} names two tools")
     return functions, frozenset(custom)
 
 
