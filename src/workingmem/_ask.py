@@ -300,6 +300,7 @@ class Ask:
             response=self.completion.raw if self.completion is not None else None,
             input_seq=self.input_seq,
             logprobs=self.completion.logprobs if self.completion is not None else None,
+            answered_by=self.completion.model if self.completion is not None else None,
         )
 
     def _client_offer(self, limit: int) -> list[dict[str, Any]]:

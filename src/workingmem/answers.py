@@ -60,6 +60,9 @@ class AskResult:
     logprobs: tuple[dict[str, Any], ...] | None = None
     """The answer's tokens with their log probabilities, in the chat API's shape, when the
     request asked for them and the upstream gave them (`Completion.logprobs`)."""
+    answered_by: str | None = None
+    """The model that answered, as the upstream named it (`Completion.model`: a snapshot's
+    id, where `model` is the id asked for); None when no model answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,9 @@ class AnswerStream:
         self.thread_id: str | None = None
         """The thread answered, once the stream has begun (a conversation found without
         an id has one only then)."""
+        self.model: str | None = None
+        """The model that answers, as the upstream's stream names it, once a piece said
+        so (None from an upstream that names none)."""
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self
@@ -164,9 +170,13 @@ class AnswerStream:
     async def _step(self) -> TextDelta | NativeEvent:
         """The next piece, made in the tenant's counting scope (whatever task asks for it)."""
         if self._tenant_id is None:
-            return await anext(self._chunks)
-        with counting_for(self._tenant_id):
-            return await anext(self._chunks)
+            piece = await anext(self._chunks)
+        else:
+            with counting_for(self._tenant_id):
+                piece = await anext(self._chunks)
+        if piece.model is not None:
+            self.model = piece.model
+        return piece
 
     async def aclose(self) -> None:
         await self._chunks.aclose()

@@ -122,6 +122,7 @@ async def test_text_arrives_in_pieces_then_the_whole_answer(
             )
         ),
     ]
+    assert {event.model for event in events if isinstance(event, TextDelta)} == {"cheap-2024"}
     (request,) = upstream.requests
     assert request["stream"] is True
     assert request["stream_options"] == {"include_usage": True}

@@ -489,6 +489,12 @@ class _StreamedMessage:
         self.stopped = False
         self._json: dict[int, str] = {}
 
+    @property
+    def model(self) -> str | None:
+        """The model that answers, as the stream's message names it."""
+        named = self.body.get("model")
+        return str(named) if named else None
+
     def add(self, event: Mapping[str, Any]) -> StreamEvent | None:
         """Takes one event; returns what the consumer is given of it, if anything."""
         kind = event.get("type")
@@ -498,7 +504,7 @@ class _StreamedMessage:
             block = dict(event["content_block"])
             self.body["content"].append(block)
             if block["type"] == "text" and block.get("text"):
-                return TextDelta(str(block["text"]))
+                return TextDelta(str(block["text"]), model=self.model)
             return self._native(block, event)
         elif kind == "content_block_delta":
             return self._delta(int(event["index"]), event["delta"], event)
@@ -522,7 +528,7 @@ class _StreamedMessage:
         kind = delta.get("type")
         if kind == "text_delta":
             block["text"] = block.get("text", "") + delta["text"]
-            return TextDelta(str(delta["text"])) if delta["text"] else None
+            return TextDelta(str(delta["text"]), model=self.model) if delta["text"] else None
         if kind == "input_json_delta":
             self._json[index] = self._json.get(index, "") + delta["partial_json"]
         elif kind == "thinking_delta":
@@ -533,10 +539,9 @@ class _StreamedMessage:
             block.setdefault("citations", []).append(delta["citation"])
         return self._native(block, event)
 
-    @staticmethod
-    def _native(block: Mapping[str, Any], event: Mapping[str, Any]) -> NativeEvent | None:
+    def _native(self, block: Mapping[str, Any], event: Mapping[str, Any]) -> NativeEvent | None:
         if block.get("type") in ("thinking", "redacted_thinking"):
-            return NativeEvent(FORMAT, dict(event))
+            return NativeEvent(FORMAT, dict(event), self.model)
         return None
 
 

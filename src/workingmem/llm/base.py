@@ -191,6 +191,9 @@ class TextDelta:
     logprobs: tuple[dict[str, Any], ...] = ()
     """The piece's tokens with their log probabilities (`Completion.logprobs`' entries), when
     the call asked for them."""
+    model: str | None = field(default=None, compare=False)
+    """The model that answered, as the upstream's stream names it (a snapshot's id, say);
+    None when it named none so far. Not compared: two pieces of the same text are equal."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +215,9 @@ class NativeEvent:
     """The API whose event it is (``anthropic.messages``)."""
     event: dict[str, Any]
     """The event's JSON, as the upstream sent it."""
+    model: str | None = field(default=None, compare=False)
+    """The model that answered, as the upstream's stream names it; None when it named none
+    so far. Not compared."""
 
 
 StreamEvent: TypeAlias = TextDelta | NativeEvent | StreamEnd

@@ -302,9 +302,9 @@ class OpenAIClient(SdkClient):
                         f"the upstream's stream has the wrong shape: {root_cause(exc)}"
                     ) from exc
                 if other:
-                    yield NativeEvent(CHAT_FORMAT, other)
+                    yield NativeEvent(CHAT_FORMAT, other, answer.named_model)
                 if text:
-                    yield TextDelta(text, logprobs)
+                    yield TextDelta(text, logprobs, answer.named_model)
         finally:
             await chunks.close()  # releases the connection, also when the consumer stopped
         yield StreamEnd(answer.completion())

@@ -87,13 +87,16 @@ class OpenAIResponsesClient(OpenAIClient):
             own_temperature=sets_temperature(temperature, options),
         )
         final: Completion | None = None
+        named: str | None = None
+        """The model the stream's response names."""
         try:
             async for event in events:
                 kind = event.get("type")
                 if kind == "response.output_text.delta" and event.get("delta"):
-                    yield TextDelta(
-                        str(event["delta"]), logprob_tokens(event.get("logprobs")) or ()
-                    )
+                    tokens = logprob_tokens(event.get("logprobs")) or ()
+                    yield TextDelta(str(event["delta"]), tokens, named)
+                elif kind in ("response.created", "response.in_progress"):
+                    named = str((event.get("response") or {}).get("model") or "") or named
                 elif kind in ("response.completed", "response.incomplete"):
                     try:
                         final = completion_of(event["response"], model)

@@ -42,7 +42,7 @@ def _body(result: AskResult, *, completion_id: str, created: int) -> dict[str, A
         return ChatCompletion(
             id=completion_id,
             created=created,
-            model=result.model,
+            model=result.answered_by or result.model,
             choices=[
                 Choice(
                     message=AssistantMessage(

@@ -109,7 +109,9 @@ async def answer_events(
 ) -> AsyncIterator[bytes]:
     """The SSE body; closing it early (the client left) closes the answer: nothing stored.
     `keep` stores the whole answer (a completion kept with ``store: true``) before the stream
-    ends; its failure is the stream's."""
+    ends; its failure is the stream's. Each chunk names the model the upstream named (as a
+    response not streamed does), else the model asked for."""
+    model = _answering(stream) or info.model
 
     def chunk(
         delta: dict[str, Any],
@@ -120,7 +122,7 @@ async def answer_events(
             "id": info.completion_id,
             "object": "chat.completion.chunk",
             "created": info.created,
-            "model": info.model,
+            "model": model,
             "choices": [
                 {
                     "index": 0,
@@ -173,6 +175,14 @@ async def answer_events(
             closing.append(_event(last))
         closing.append(b"data: [DONE]\n\n")
         yield LastPiece(b"".join(closing))
+
+
+def _answering(stream: AnswerStream) -> str | None:
+    """The model the upstream named for the answer so far: in its first piece, or in its
+    answer when it had no piece of text (tool calls only)."""
+    if stream.model is not None:
+        return stream.model
+    return stream.result.answered_by if stream.result is not None else None
 
 
 def _error_event(error: ApiError) -> bytes:
