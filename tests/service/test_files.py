@@ -173,6 +173,27 @@ def test_a_responses_file_reaches_a_chat_model_as_its_file(
     ]
 
 
+@pytest.mark.parametrize("field", ["file_id", "file_data"])
+def test_a_responses_file_of_an_empty_id_or_data_is_refused_by_the_schema(
+    field: str, chat_gateway: tuple[str, str, ScriptedUpstream]
+) -> None:
+    """An empty id (or data) names no file: a 422 naming it, as the published schema says,
+    and nothing is stored."""
+    url, key, upstream = chat_gateway
+    file: Any = {"type": "input_file", field: ""}
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client:
+        with pytest.raises(openai.UnprocessableEntityError) as raised:
+            client.responses.create(
+                model="answer-model",
+                input=[{"role": "user", "content": [file]}],
+                extra_headers={"X-Thread-Id": "files-4"},
+            )
+        assert f"input.0.message.content.0.input_file.{field}: String should" in str(raised.value)
+        with pytest.raises(openai.NotFoundError):  # no thread: nothing was stored
+            client.get("/threads/files-4/messages", cast_to=httpx.Response)
+    assert answers(upstream) == []
+
+
 def second_pdf() -> str:
     return base64.b64encode(pdf_bytes(1, padding=150_000)).decode()
 

@@ -120,7 +120,9 @@ def in_order(body: Any) -> bool:
         return True  # a shape the schema refuses: for the other checks
     if body.get("stream") is True and isinstance(body.get("n"), int) and body["n"] > 1:
         return False
-    if not served(body, "function") or "functions" in body or "function_call" in body:
+    if not served(body, "function", "custom") or "functions" in body or "function_call" in body:
+        return False
+    if not named_once(body, lambda tool: (tool.get(str(tool.get("type"))) or {}).get("name")):
         return False
     caps = [body.get(name) for name in ("max_tokens", "max_completion_tokens")]
     if any(isinstance(cap, (int, float)) and cap > 1_000 for cap in caps):
@@ -148,17 +150,27 @@ def in_order(body: Any) -> bool:
     return True
 
 
-def served(body: dict[str, Any], kind: str) -> bool:
-    """The descriptions' tools rule: every tool, and an object `tool_choice`, of type `kind`
-    (Anthropic's client tools may leave it out; its tool choices are others)."""
+def served(body: dict[str, Any], *kinds: str) -> bool:
+    """The descriptions' tools rule: every tool, and an object `tool_choice`, of one of the
+    types `kinds` (Anthropic's client tools, ``custom``, may leave it out; its tool choices
+    are others)."""
+    untyped = "custom" if kinds == ("custom",) else None
     tools = body.get("tools")
     if isinstance(tools, list) and any(
-        not isinstance(t, dict) or t.get("type", kind if kind == "custom" else None) != kind
-        for t in tools
+        not isinstance(t, dict) or t.get("type", untyped) not in kinds for t in tools
     ):
         return False
     choice = body.get("tool_choice")
-    return kind == "custom" or not isinstance(choice, dict) or choice.get("type") == kind
+    return untyped is not None or not isinstance(choice, dict) or choice.get("type") in kinds
+
+
+def named_once(body: dict[str, Any], name_of: Any) -> bool:
+    """The descriptions' names rule: no two of the request's tools share a name."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return True
+    names = [name_of(tool) for tool in tools if isinstance(tool, dict)]
+    return len(set(map(str, names))) == len(names)
 
 
 def answerable(body: Any) -> bool:
@@ -172,7 +184,7 @@ def answerable(body: Any) -> bool:
         return False
     if body.get("prompt") is not None:
         return False
-    if not served(body, "function"):
+    if not served(body, "function") or not named_once(body, lambda tool: tool.get("name")):
         return False
     cap = body.get("max_output_tokens")
     if (isinstance(cap, (int, float)) and cap > 1_000) or len(json.dumps(body)) > 8_000:

@@ -82,7 +82,8 @@ ORDER_RULES = (
     "the tools, else the answer is a 400 `context_length_exceeded`, as at OpenAI. `n` > 1 is "
     "served without `stream`. Tools and `tool_choice` (`allowed_tools` too): function and "
     "custom tools only (the client runs them; a custom tool is offered to the upstream as a "
-    "function of one string parameter, `input`, and its calls come back as `custom` calls); "
+    "function of one string parameter, `input`, whose name is no other tool's, and its calls "
+    "come back as `custom` calls); "
     "any other type, and the deprecated `functions`, `function_call` and `function` "
     "messages, is a 400 that names it."
 )

@@ -76,8 +76,9 @@ class InputImage(OpenShape):
 
 class InputFile(OpenShape):
     type: Literal["input_file"]
-    file_id: str | None = None
-    file_data: str | None = None
+    file_id: Annotated[str, Field(min_length=1)] | None = None
+    file_data: Annotated[str, Field(min_length=1)] | None = None
+    """The file's data (base64, as a ``data:`` URL); an empty id or data names no file."""
     file_url: str | None = None
     filename: str | None = None
 
