@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from workingmem.llm.testing import ScriptedUpstream
+from workingmem.llm.testing import Reply, ScriptedUpstream, tool_call
 
 from .test_allowed_tools import OWN, names
 from .test_client_tools import (
@@ -193,3 +193,48 @@ def test_a_custom_tool_named_like_another_is_refused(
     )
     assert answers(upstream) == []
     assert read_turns(served, "k4").status_code == 404
+
+
+def test_the_gateway_s_own_round_never_reaches_the_client_beside_a_custom_call(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    """R30 with a custom tool: the model reads its working memory (the gateway runs it), then
+    calls the client's custom tool; the client sees that call alone."""
+    rounds = iter(
+        [
+            Reply(None, tool_calls=[tool_call("get_working_memory", {}, id="m1")]),
+            Reply(None, tool_calls=[tool_call("apply_patch", {"input": A_PATCH}, id="call_p")]),
+        ]
+    )
+    upstream.responder = lambda request: next(rounds) if "tools" in request else Reply("Noted.")
+    answer = served.chat.completions.create(
+        model="answer-model",
+        messages=[{"role": "user", "content": EDIT}],
+        tools=[CHAT_PATCH],
+        extra_headers={"X-Thread-Id": "k5"},
+    )
+    calls = [
+        call.model_dump(exclude_none=True) for call in answer.choices[0].message.tool_calls or ()
+    ]
+    assert calls == [
+        {"id": "call_p", "type": "custom", "custom": {"name": "apply_patch", "input": A_PATCH}}
+    ]
+    stored = turns_of(served, "k5")
+    assert [turn["role"] for turn in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[1]["tool_calls"][0]["function"]["name"] == "get_working_memory"
+
+
+def test_a_custom_tool_named_like_the_gateway_s_own_is_refused(
+    served: openai.OpenAI, upstream: ScriptedUpstream
+) -> None:
+    own: Any = {"type": "custom", "custom": {"name": "get_working_memory"}}
+    with pytest.raises(openai.BadRequestError) as raised:
+        served.chat.completions.create(
+            model="answer-model",
+            messages=[{"role": "user", "content": EDIT}],
+            tools=[own],
+            extra_headers={"X-Thread-Id": "k6"},
+        )
+    assert "'get_working_memory' is the gateway's own agent-memory tool" in refused(raised)[1]
+    assert answers(upstream) == []
+    assert read_turns(served, "k6").status_code == 404

@@ -96,7 +96,8 @@ class OpenAIResponsesClient(OpenAIClient):
                     tokens = logprob_tokens(event.get("logprobs")) or ()
                     yield TextDelta(str(event["delta"]), tokens, named)
                 elif kind in ("response.created", "response.in_progress"):
-                    named = str((event.get("response") or {}).get("model") or "") or named
+                    said = (event.get("response") or {}).get("model")
+                    named = str(said) if said else named
                 elif kind in ("response.completed", "response.incomplete"):
                     try:
                         final = completion_of(event["response"], model)

@@ -45,7 +45,6 @@ __all__ = [
     "Choice",
     "CompletionUsage",
     "ToolCallOut",
-    "custom_names",
     "forwarded",
     "unserved",
 ]
@@ -485,11 +484,6 @@ OWNED = frozenset(
     }
 )
 """The fields the gateway itself acts on; every other one is the upstream's."""
-
-
-def custom_names(body: ChatCompletionRequest) -> frozenset[str]:
-    """The names of the request's custom tools: calls of them are shown as ``custom``."""
-    return frozenset(tool.custom.name for tool in body.tools or () if isinstance(tool, CustomTool))
 
 
 def unserved(body: ChatCompletionRequest) -> None:

@@ -48,7 +48,8 @@ def not_of(*served: str) -> Any:
 
 
 NotCustom = not_of("custom")
-"""The same for Anthropic's client tools (``custom``)."""
+"""The ``type`` of an Anthropic tool other than its client tools (``custom``): one the
+gateway does not run, refused with a 400 that names it."""
 NotFunctionOrCustom = not_of("function", "custom")
 """The ``type`` of a tool in a Responses ``namespace`` that is neither a function nor custom,
 or of a tool choice that names neither."""

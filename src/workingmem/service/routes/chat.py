@@ -106,7 +106,11 @@ async def chat_completions(
     if (asked.x_history or gateway.profiles.get(profile).history) == "client":
         raw = await request.json()  # the client's messages as it sent them, system included
         ask["passthrough"] = raw["messages"]
-    keep = Keeper(services, tenant, completion_id, created, body, request) if body.store else None
+    keep = (
+        Keeper(services, tenant, completion_id, created, body, request, custom)
+        if body.store
+        else None
+    )
     if body.stream:
         stream = gateway.ask_stream(**ask)
         try:

@@ -26,7 +26,7 @@ from ...gateway import AskResult
 from ...stores.completions import CompletionStore, StoredCompletion
 from ..auth import Tenant
 from ..chat_response import completion_body
-from ..chat_schemas import ChatCompletionRequest, Metadata, custom_names
+from ..chat_schemas import ChatCompletionRequest, Metadata
 from ..errors import ApiError
 from ..params import AfterQuery, CompletionIdPath, LimitQuery
 from ..state import Services, get_services
@@ -64,12 +64,13 @@ class Keeper:
         created: int,
         body: ChatCompletionRequest,
         request: Request,
+        custom: frozenset[str] = frozenset(),
     ) -> None:
         self._store = completions_of(services)  # before the ask: a store without them is a 404
         self._tenant, self._request = tenant, request
         self._completion_id, self._created = completion_id, created
         self._metadata = dict(body.metadata or {})
-        self._custom = custom_names(body)
+        self._custom = custom  # the request's custom tools (`completion_body`)
 
     async def __call__(self, result: AskResult) -> dict[str, Any]:
         answer = completion_body(
